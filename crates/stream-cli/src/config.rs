@@ -1,0 +1,314 @@
+//! The TOML configuration of DESIGN section 19.
+//!
+//! Unknown keys and wrong types are errors that name the key; relative paths
+//! resolve against the folder of the config file. The file holds the *names*
+//! of environment variables with secrets, never secrets.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Where the config was looked for and why it failed. Exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TOML was malformed, had an unknown key or a wrong type.
+    #[error("invalid config {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, naming the key and its line.
+        message: String,
+    },
+}
+
+/// Telegram ingress mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TelegramMode {
+    /// Long polling with `getUpdates`.
+    Polling,
+    /// An HTTPS webhook Telegram pushes to.
+    Webhook,
+}
+
+/// `[context]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextConfig {
+    /// The context root holding `memory.md`.
+    #[serde(default = "default_context_root")]
+    pub root: PathBuf,
+    /// The largest `memory.md` a materialization may produce.
+    #[serde(default = "default_max_memory_bytes")]
+    pub max_memory_bytes: u64,
+}
+
+/// `[telegram]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    /// Bot API base URL.
+    #[serde(default = "default_telegram_url")]
+    pub api_base_url: String,
+    /// Name of the environment variable holding the bot token.
+    #[serde(default = "default_bot_token_env")]
+    pub bot_token_env: String,
+    /// The one user whose private chat is served.
+    #[serde(default)]
+    pub owner_user_id: i64,
+    /// Ingress mode.
+    #[serde(default = "default_mode")]
+    pub mode: TelegramMode,
+    /// Where the webhook server listens.
+    #[serde(default = "default_webhook_listen")]
+    pub webhook_listen: String,
+    /// Name of the environment variable holding the webhook secret.
+    #[serde(default = "default_webhook_secret_env")]
+    pub webhook_secret_env: String,
+}
+
+/// `[provider]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// `openai-chat` or `anthropic-messages`.
+    #[serde(default = "default_api")]
+    pub api: String,
+    /// Provider base URL.
+    #[serde(default = "default_provider_url")]
+    pub base_url: String,
+    /// Model name.
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// Name of the environment variable holding the API key.
+    #[serde(default = "default_api_key_env")]
+    pub api_key_env: String,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The declaration `serve` installs on a fresh store.
+    #[serde(default = "default_declaration")]
+    pub declaration: PathBuf,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Store, blobs and locks.
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+    /// `[context]`.
+    #[serde(default = "ContextConfig::default")]
+    pub context: ContextConfig,
+    /// `[telegram]`.
+    #[serde(default = "TelegramConfig::default")]
+    pub telegram: TelegramConfig,
+    /// `[provider]`.
+    #[serde(default = "ProviderConfig::default")]
+    pub provider: ProviderConfig,
+    /// `[agent]`.
+    #[serde(default = "AgentConfig::default")]
+    pub agent: AgentConfig,
+}
+
+fn default_data_dir() -> PathBuf {
+    ".thestream".into()
+}
+fn default_context_root() -> PathBuf {
+    "context".into()
+}
+fn default_max_memory_bytes() -> u64 {
+    262_144
+}
+fn default_telegram_url() -> String {
+    "https://api.telegram.org".into()
+}
+fn default_bot_token_env() -> String {
+    "TELEGRAM_BOT_TOKEN".into()
+}
+fn default_mode() -> TelegramMode {
+    TelegramMode::Polling
+}
+fn default_webhook_listen() -> String {
+    "127.0.0.1:8443".into()
+}
+fn default_webhook_secret_env() -> String {
+    "TELEGRAM_WEBHOOK_SECRET".into()
+}
+fn default_api() -> String {
+    "openai-chat".into()
+}
+fn default_provider_url() -> String {
+    "https://api.openai.com/v1".into()
+}
+fn default_model() -> String {
+    "gpt-4.1-mini".into()
+}
+fn default_api_key_env() -> String {
+    "OPENAI_API_KEY".into()
+}
+fn default_declaration() -> PathBuf {
+    "declarations/telegram-conversation.v18.yaml".into()
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        Self {
+            root: default_context_root(),
+            max_memory_bytes: default_max_memory_bytes(),
+        }
+    }
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        Self {
+            api_base_url: default_telegram_url(),
+            bot_token_env: default_bot_token_env(),
+            owner_user_id: 0,
+            mode: default_mode(),
+            webhook_listen: default_webhook_listen(),
+            webhook_secret_env: default_webhook_secret_env(),
+        }
+    }
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        Self {
+            api: default_api(),
+            base_url: default_provider_url(),
+            model: default_model(),
+            api_key_env: default_api_key_env(),
+        }
+    }
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            declaration: default_declaration(),
+        }
+    }
+}
+
+/// The config file `init` writes: every key, with its default.
+pub const TEMPLATE: &str = r#"# thestream configuration. Relative paths resolve against this file's folder.
+data_dir = ".thestream"                  # store, blobs, locks
+
+[context]
+root = "context"                         # holds memory.md
+max_memory_bytes = 262144
+
+[telegram]
+api_base_url = "https://api.telegram.org"
+bot_token_env = "TELEGRAM_BOT_TOKEN"     # the NAME of the variable holding the token
+owner_user_id = 0                        # your Telegram user id: only your private chat is served
+mode = "polling"                         # or "webhook"
+webhook_listen = "127.0.0.1:8443"
+webhook_secret_env = "TELEGRAM_WEBHOOK_SECRET"
+
+[provider]
+api = "openai-chat"                      # or "anthropic-messages"
+base_url = "https://api.openai.com/v1"
+model = "gpt-4.1-mini"
+api_key_env = "OPENAI_API_KEY"
+
+[agent]
+declaration = "declarations/telegram-conversation.v18.yaml"
+"#;
+
+impl Config {
+    /// Parses TOML text; `base` is the folder relative paths resolve against.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let base = if base.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            base
+        };
+        for p in [
+            &mut config.data_dir,
+            &mut config.context.root,
+            &mut config.agent.declaration,
+        ] {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(config)
+    }
+
+    /// Reads and parses the file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// The store file inside the data dir.
+    pub fn store_path(&self) -> PathBuf {
+        self.data_dir.join("store.db")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_parses_to_the_defaults() {
+        let config = Config::parse(TEMPLATE, Path::new("/srv/bot/thestream.toml")).unwrap();
+        assert_eq!(config.data_dir, Path::new("/srv/bot/.thestream"));
+        assert_eq!(config.context.root, Path::new("/srv/bot/context"));
+        assert_eq!(config.context.max_memory_bytes, 262_144);
+        assert_eq!(config.telegram.mode, TelegramMode::Polling);
+        assert_eq!(
+            config.agent.declaration,
+            Path::new("/srv/bot/declarations/telegram-conversation.v18.yaml")
+        );
+    }
+
+    #[test]
+    fn absolute_paths_stay_absolute() {
+        let config = Config::parse(
+            "data_dir = \"/var/lib/thestream\"",
+            Path::new("/etc/t.toml"),
+        )
+        .unwrap();
+        assert_eq!(config.data_dir, Path::new("/var/lib/thestream"));
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_name_the_key() {
+        let err = Config::parse("[telegram]\nowner_id = 5\n", Path::new("t.toml")).unwrap_err();
+        assert!(err.to_string().contains("owner_id"), "{err}");
+        let err =
+            Config::parse("[telegram]\nowner_user_id = \"me\"\n", Path::new("t.toml")).unwrap_err();
+        assert!(err.to_string().contains("owner_user_id"), "{err}");
+        let err = Config::parse(
+            "[telegram]\nmode = \"carrier-pigeon\"\n",
+            Path::new("t.toml"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("mode"), "{err}");
+    }
+}

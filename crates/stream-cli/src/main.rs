@@ -1,0 +1,97 @@
+//! `thestream`: the trusted parent's command line.
+//!
+//! Owns argument parsing, configuration loading and the exit codes of
+//! DESIGN section 19 (0 ok or converged, 1 runtime failure, 2 usage or
+//! validation error, 3 conflict). Each command lives in `cmd/` and returns a
+//! [`exit::Failure`]; `anyhow` is used here and nowhere below this crate.
+
+mod cmd;
+mod config;
+mod exit;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+use crate::exit::{CmdResult, Failure};
+
+/// A personal Telegram agent whose model may propose durable change but never make it.
+#[derive(Debug, Parser)]
+#[command(name = "thestream", version)]
+struct Cli {
+    /// The config file.
+    #[arg(
+        long,
+        global = true,
+        env = "THESTREAM_CONFIG",
+        default_value = "thestream.toml"
+    )]
+    config: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write a config, a context root with memory.md, and the shipped declarations.
+    Init(cmd::init::Args),
+    /// Print stored events (sensitive payloads redacted unless asked for).
+    Events(cmd::events::Args),
+}
+
+/// What a command may need: the config, loaded on first use.
+#[derive(Debug)]
+pub struct Ctx {
+    config_path: PathBuf,
+}
+
+impl Ctx {
+    /// Loads the config file.
+    pub fn config(&self) -> Result<Config, Failure> {
+        Ok(Config::load(&self.config_path)?)
+    }
+}
+
+fn run(cli: Cli) -> CmdResult {
+    let ctx = Ctx {
+        config_path: cli.config,
+    };
+    match cli.command {
+        Command::Init(args) => cmd::init::run(args),
+        Command::Events(args) => cmd::events::run(&ctx, args),
+    }
+}
+
+fn init_tracing() {
+    // Logs go to stderr; they carry ids, counts and reason codes only.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("THESTREAM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    init_tracing();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {:#}", failure.error());
+            failure.exit_code()
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Helpers: run the real `thestream` binary in a temporary folder.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Self {
+        Self {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+/// A temporary folder initialized with `thestream init`.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn init() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let run = thestream(dir.path(), &["init", "."]);
+        assert_eq!(run.code, 0, "init failed: {}", run.stderr);
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.path().join("thestream.toml")
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        thestream(self.path(), args)
+    }
+
+    pub fn store(&self) -> stream_store::SqliteStore {
+        std::fs::create_dir_all(self.path().join(".thestream")).unwrap();
+        stream_store::SqliteStore::open(&self.path().join(".thestream/store.db")).unwrap()
+    }
+}
+
+/// Runs `thestream` with `args` in `cwd`, with a clean environment.
+pub fn thestream(cwd: &Path, args: &[&str]) -> Run {
+    Command::new(env!("CARGO_BIN_EXE_thestream"))
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .unwrap()
+        .into()
+}

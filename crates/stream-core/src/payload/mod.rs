@@ -1,0 +1,23 @@
+//! Strict payload types for every event of the catalog (DESIGN section 5).
+//!
+//! All payloads deny unknown fields; literal fields are literal types.
+
+pub mod activation;
+pub mod agent;
+pub mod common;
+pub mod decision;
+pub mod filesystem;
+pub mod focus;
+pub mod judgment;
+pub mod proposals;
+pub mod telegram;
+
+pub use activation::*;
+pub use agent::*;
+pub use common::*;
+pub use decision::*;
+pub use filesystem::*;
+pub use focus::*;
+pub use judgment::*;
+pub use proposals::*;
+pub use telegram::*;

@@ -1,0 +1,146 @@
+//! Telegram channel events: the inbound message and the delivery receipt.
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::event::{Authorship, Payload};
+use crate::ids::{EventId, RunId, Sha256Hex};
+use crate::string_literal;
+use crate::text::{BoundedText, Label};
+
+string_literal!(
+    /// Only private chats are admitted.
+    PrivateChat = "private"
+);
+
+/// A command of ours, parsed from a `bot_command` entity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BotCommand {
+    /// `/focus [description]`.
+    Focus,
+    /// `/correct <text>`.
+    Correct,
+    /// `/help`.
+    Help,
+}
+
+impl BotCommand {
+    /// The command without its slash.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Focus => "focus",
+            Self::Correct => "correct",
+            Self::Help => "help",
+        }
+    }
+}
+
+/// A parsed command and the text after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CommandRef {
+    /// Which command.
+    pub name: BotCommand,
+    /// The rest of the message after the command, trimmed; may be empty.
+    pub args: BoundedText<0, 4096>,
+}
+
+/// The stored photo of a message: the largest size under the cap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PhotoRef {
+    /// Telegram's file id (for re-download, not identity).
+    pub file_id: BoundedText<1, 256>,
+    /// Telegram's stable file id.
+    pub file_unique_id: BoundedText<1, 256>,
+    /// Pixels.
+    pub width: u32,
+    /// Pixels.
+    pub height: u32,
+    /// Bytes stored.
+    pub size: u64,
+    /// The content-addressed blob holding the bytes.
+    pub blob_sha256: Sha256Hex,
+    /// Media type, e.g. `image/jpeg`.
+    pub content_type: Label,
+}
+
+/// `stream.telegram.message.received@1`: one admitted owner message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MessageReceived {
+    /// Telegram update id: the identity key.
+    pub update_id: i64,
+    /// Message id within the chat.
+    pub message_id: i64,
+    /// Chat id.
+    pub chat_id: i64,
+    /// Always `private`.
+    pub chat_type: PrivateChat,
+    /// Sender user id.
+    pub sender_id: i64,
+    /// Telegram's `date` (Unix seconds): an external timestamp.
+    pub date: i64,
+    /// Text or caption, if any.
+    pub text: Option<BoundedText<1, 4096>>,
+    /// Photo, if any.
+    pub photo: Option<PhotoRef>,
+    /// The message this one replies to, if any.
+    pub reply_to_message_id: Option<i64>,
+    /// A command of ours, if the message starts with one.
+    pub command: Option<CommandRef>,
+}
+
+impl Payload for MessageReceived {
+    const TYPE: &'static str = "stream.telegram.message.received";
+    const VERSION: u32 = 1;
+    const AUTHORSHIP: Authorship = Authorship::External;
+    const SENSITIVE: bool = true;
+
+    fn identity_key(&self) -> serde_json::Value {
+        json!(self.update_id)
+    }
+}
+
+/// `stream.telegram.delivery.receipt@1`: an output was really sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeliveryReceipt {
+    /// The delivered output: the identity key.
+    pub output_event_id: EventId,
+    /// The run that produced it.
+    pub run_id: RunId,
+    /// Chat it was sent to.
+    pub chat_id: i64,
+    /// Telegram's message id of the sent message (never 0).
+    pub message_id: i64,
+    /// Telegram's `date` of the sent message.
+    pub date: i64,
+    /// The sender of the root message.
+    pub root_sender_id: i64,
+    /// The inbound message that started the chain.
+    pub source_root_event_id: EventId,
+}
+
+impl Payload for DeliveryReceipt {
+    const TYPE: &'static str = "stream.telegram.delivery.receipt";
+    const VERSION: u32 = 1;
+    const AUTHORSHIP: Authorship = Authorship::System;
+    const SENSITIVE: bool = true;
+
+    fn identity_key(&self) -> serde_json::Value {
+        json!(self.output_event_id)
+    }
+
+    fn validate(&self) -> Result<(), crate::event::PayloadInvalid> {
+        if self.message_id == 0 {
+            // A message_id of 0 means scheduled, not sent: not a delivery.
+            return Err(crate::event::PayloadInvalid::new(
+                "messageId",
+                "0 is not a delivery",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,247 @@
+//! The event store: the "Jazz" of the seed.
+//!
+//! Owns append-only events on named sources with a gap-free `seq`, the
+//! append identity rule (Inserted / Converged / Conflict, DESIGN section 4),
+//! transactions that commit many appends and row writes all or nothing, and
+//! the rows beside the events: runs, consumer progress, controls, documents
+//! with immutable versions and a current pointer, and content-addressed blobs.
+//!
+//! Read [`Store`], [`Tx`] and [`AppendOutcome`] first. [`SqliteStore`] is the
+//! embedded backend; [`conformance`] (feature `conformance`) is the test
+//! suite every backend must pass.
+//!
+//! This crate knows nothing of Telegram, providers or proposals: it stores
+//! bytes under the rules of the envelope and never interprets payloads.
+
+#![deny(missing_docs)]
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod rows;
+mod sqlite;
+
+pub use rows::*;
+pub use sqlite::SqliteStore;
+
+use stream_core::{
+    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent, VersionId,
+};
+
+/// Every way the store can refuse or fail. Carries ids and counts, never
+/// payload content.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The id exists with another source, type, version, authorship,
+    /// sensitivity, root, parent or payload.
+    #[error("event {id} already exists with different content")]
+    Conflict {
+        /// The contested id.
+        id: EventId,
+    },
+    /// An immutable document version exists with different facts.
+    #[error("document version {id} already exists with different content")]
+    VersionConflict {
+        /// The contested version.
+        id: VersionId,
+    },
+    /// A document id is already bound to another source or path.
+    #[error("document {id} is already bound to another source or path")]
+    DocumentConflict {
+        /// The contested document.
+        id: DocumentId,
+    },
+    /// A row references something that does not exist.
+    #[error("{what} does not exist")]
+    Missing {
+        /// What was missing, with its id.
+        what: String,
+    },
+    /// The file is not an SQLite database, or is damaged.
+    #[error("the store file {path} is corrupt or not a database")]
+    Corrupt {
+        /// The file.
+        path: String,
+    },
+    /// The file is an SQLite database that thestream did not create.
+    #[error("the store file {path} belongs to another application")]
+    ForeignDatabase {
+        /// The file.
+        path: String,
+    },
+    /// The file was written by a newer thestream.
+    #[error("the store schema version {found} is newer than this build supports ({supported})")]
+    NewerSchema {
+        /// Version in the file.
+        found: u32,
+        /// Newest version this build knows.
+        supported: u32,
+    },
+    /// A stored row did not decode (damaged or foreign data).
+    #[error("stored {what} is invalid")]
+    InvalidRow {
+        /// Which row.
+        what: String,
+    },
+    /// The backend failed.
+    #[error("store backend error: {0}")]
+    Backend(String),
+}
+
+/// The result of one append, as DESIGN section 4 defines it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// The id was absent; the event now has this `seq`.
+    Inserted {
+        /// Its position in its source.
+        seq: u64,
+    },
+    /// The id was present with identical content; nothing was written.
+    Converged {
+        /// The existing position.
+        seq: u64,
+    },
+    /// The id was present with different content; nothing was written.
+    Conflict,
+}
+
+impl AppendOutcome {
+    /// Turns [`AppendOutcome::Conflict`] into [`StoreError::Conflict`], for
+    /// callers whose transaction must not commit past a conflict.
+    pub fn or_conflict(self, id: &EventId) -> Result<u64, StoreError> {
+        match self {
+            Self::Inserted { seq } | Self::Converged { seq } => Ok(seq),
+            Self::Conflict => Err(StoreError::Conflict { id: id.clone() }),
+        }
+    }
+}
+
+/// Which events to read. Results are in commit order (by `seq` when a
+/// source is given).
+#[derive(Debug, Clone, Default)]
+pub struct EventQuery {
+    /// Only this source.
+    pub source: Option<SourceName>,
+    /// Only events after this `seq` (with `source`).
+    pub after_seq: u64,
+    /// Only this type (without version).
+    pub event_type: Option<String>,
+    /// Only events with this root.
+    pub root: Option<EventId>,
+    /// Only events with this parent.
+    pub parent: Option<EventId>,
+    /// At most this many.
+    pub limit: Option<usize>,
+}
+
+impl EventQuery {
+    /// Events of `source` after `seq`.
+    pub fn source_after(source: &SourceName, seq: u64) -> Self {
+        Self {
+            source: Some(source.clone()),
+            after_seq: seq,
+            ..Self::default()
+        }
+    }
+
+    /// Events of one type.
+    pub fn of_type(event_type: &str) -> Self {
+        Self {
+            event_type: Some(event_type.to_owned()),
+            ..Self::default()
+        }
+    }
+
+    /// Events whose parent is `parent`.
+    pub fn children_of(parent: &EventId) -> Self {
+        Self {
+            parent: Some(parent.clone()),
+            ..Self::default()
+        }
+    }
+
+    /// Events whose root is `root`.
+    pub fn rooted_at(root: &EventId) -> Self {
+        Self {
+            root: Some(root.clone()),
+            ..Self::default()
+        }
+    }
+}
+
+/// Reads, available both on a store (each call sees the latest commit) and
+/// inside a transaction (sees the transaction's own writes).
+pub trait Read {
+    /// One event by id.
+    fn event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError>;
+    /// Events matching a query.
+    fn events(&self, query: &EventQuery) -> Result<Vec<StoredEvent>, StoreError>;
+    /// The highest `seq` of a source (0 when empty).
+    fn source_head(&self, source: &SourceName) -> Result<u64, StoreError>;
+    /// The names of all sources with events.
+    fn sources(&self) -> Result<Vec<SourceName>, StoreError>;
+    /// A run row.
+    fn run(&self, id: &RunId) -> Result<Option<RunRow>, StoreError>;
+    /// Runs in a status, oldest first.
+    fn runs_with_status(&self, status: RunStatus) -> Result<Vec<RunRow>, StoreError>;
+    /// A consumer's progress.
+    fn progress(&self, consumer: &str) -> Result<Option<Progress>, StoreError>;
+    /// A control value.
+    fn control(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError>;
+    /// A document.
+    fn document(&self, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError>;
+    /// All documents of a source.
+    fn documents(&self, source: &SourceName) -> Result<Vec<DocumentRow>, StoreError>;
+    /// An immutable document version.
+    fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError>;
+    /// A blob's bytes.
+    fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError>;
+}
+
+/// A write transaction: everything in it commits together or not at all.
+/// Dropping it without [`Tx::commit`] rolls back.
+pub trait Tx: Read {
+    /// Appends one event under the identity rule.
+    fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError>;
+    /// Stores bytes under their SHA-256 (idempotent).
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError>;
+    /// Inserts or replaces a run row.
+    fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError>;
+    /// Sets a consumer's progress.
+    fn set_progress(&mut self, consumer: &str, progress: &Progress) -> Result<(), StoreError>;
+    /// Sets a control value.
+    fn set_control(&mut self, key: &str, value: &serde_json::Value) -> Result<(), StoreError>;
+    /// Creates a document row if absent (no current version yet).
+    fn ensure_document(
+        &mut self,
+        id: &DocumentId,
+        source: &SourceName,
+        path: &str,
+    ) -> Result<(), StoreError>;
+    /// Records an immutable version; an identical retry is a no-op.
+    fn insert_version(&mut self, version: &VersionRow) -> Result<(), StoreError>;
+    /// Moves a document's current pointer.
+    fn set_current_version(
+        &mut self,
+        doc: &DocumentId,
+        version: &VersionId,
+    ) -> Result<(), StoreError>;
+    /// Commits everything.
+    fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// A store backend.
+pub trait Store: Read + Send + Sync {
+    /// Starts a write transaction, waiting for other writers (other
+    /// processes included) within the backend's busy timeout.
+    fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError>;
+
+    /// Appends one event in its own transaction.
+    fn append(&self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
+        let mut tx = self.begin()?;
+        let outcome = tx.append(event)?;
+        if outcome != AppendOutcome::Conflict {
+            tx.commit()?;
+        }
+        Ok(outcome)
+    }
+}

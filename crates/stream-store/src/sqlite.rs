@@ -1,0 +1,822 @@
+//! The SQLite backend: WAL, `synchronous=FULL`, one writer connection per
+//! process, `BEGIN IMMEDIATE`, and a busy timeout so that a running `serve`
+//! and a CLI decision can write one file safely.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
+use stream_core::{
+    Authorship, DocumentId, EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent,
+    VersionId, canon::sha256,
+};
+
+use crate::{
+    AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
+    Tx, VersionRow,
+};
+
+/// `PRAGMA application_id` of a thestream store ("tStr").
+const APPLICATION_ID: i32 = 0x7453_7472;
+
+/// Schema migrations, applied in order at open. Index + 1 is the
+/// `user_version` after applying it. Never edit a shipped migration.
+const MIGRATIONS: &[&str] = &[
+    // 1: events, blobs, documents, runs, progress, controls.
+    r#"
+    CREATE TABLE events (
+        pos            INTEGER PRIMARY KEY AUTOINCREMENT,
+        id             TEXT NOT NULL UNIQUE,
+        source         TEXT NOT NULL,
+        seq            INTEGER NOT NULL,
+        type           TEXT NOT NULL,
+        version        INTEGER NOT NULL,
+        authorship     TEXT NOT NULL,
+        sensitive      INTEGER NOT NULL,
+        root           TEXT,
+        parent         TEXT,
+        payload        BLOB NOT NULL,
+        payload_sha256 TEXT NOT NULL,
+        recorded_at    INTEGER NOT NULL,
+        UNIQUE (source, seq)
+    );
+    CREATE INDEX events_by_type ON events (type, pos);
+    CREATE INDEX events_by_root ON events (root, pos);
+    CREATE INDEX events_by_parent ON events (parent, pos);
+    CREATE TABLE blobs (
+        sha256 TEXT PRIMARY KEY,
+        bytes  BLOB NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE documents (
+        doc_id          TEXT PRIMARY KEY,
+        source          TEXT NOT NULL,
+        path            TEXT NOT NULL,
+        current_version TEXT,
+        UNIQUE (source, path)
+    ) WITHOUT ROWID;
+    CREATE TABLE document_versions (
+        version_id   TEXT PRIMARY KEY,
+        doc_id       TEXT NOT NULL REFERENCES documents (doc_id),
+        sha256       TEXT NOT NULL REFERENCES blobs (sha256),
+        size         INTEGER NOT NULL,
+        content_type TEXT NOT NULL,
+        prev_version TEXT
+    ) WITHOUT ROWID;
+    CREATE TABLE runs (
+        pos           INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id        TEXT NOT NULL UNIQUE,
+        agent_id      TEXT NOT NULL,
+        agent_version INTEGER NOT NULL,
+        trigger_event TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        attempts      INTEGER NOT NULL,
+        snapshot_id   TEXT
+    );
+    CREATE INDEX runs_by_status ON runs (status, pos);
+    CREATE TABLE progress (
+        consumer TEXT PRIMARY KEY,
+        source   TEXT NOT NULL,
+        seq      INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE controls (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+    "#,
+];
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A store in one SQLite file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    reader: Mutex<Connection>,
+}
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: path.display().to_string(),
+        },
+        _ => backend(e),
+    }
+}
+
+fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    // A poisoned lock only means another thread panicked mid-call; SQLite
+    // rolls back any open transaction, so the connection is still sound.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn configure(path: &Path, conn: &Connection) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Backend(format!(
+            "journal mode is {mode}, not wal"
+        )));
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+        .map_err(|e| classify(path, e))?;
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`, applying migrations.
+    ///
+    /// Refuses a corrupt file, a database of another application, and a
+    /// schema newer than this build, without writing anything.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let writer = Connection::open_with_flags(path, flags).map_err(|e| classify(path, e))?;
+        writer.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
+        check_identity(path, &writer)?;
+        configure(path, &writer)?;
+        migrate(path, &writer)?;
+        let reader = Connection::open_with_flags(path, flags).map_err(|e| classify(path, e))?;
+        configure(path, &reader)?;
+        Ok(Self {
+            path: path.to_owned(),
+            writer: Mutex::new(writer),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Reads application id, schema version and table count; refuses what is
+/// not ours before any write.
+fn check_identity(path: &Path, conn: &Connection) -> Result<(), StoreError> {
+    let app_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    let user_version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if app_id == APPLICATION_ID {
+        if user_version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                found: user_version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    } else if app_id == 0 && tables == 0 && user_version == 0 {
+        Ok(())
+    } else {
+        Err(StoreError::ForeignDatabase {
+            path: path.display().to_string(),
+        })
+    }
+}
+
+fn migrate(path: &Path, conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(|e| classify(path, e))?;
+    let result = (|| {
+        // Re-read under the write lock: another process may have migrated.
+        let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            conn.execute_batch(sql)?;
+            conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
+        }
+        conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
+        Ok::<_, rusqlite::Error>(())
+    })();
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(|e| classify(path, e)),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(classify(path, e))
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn invalid(what: &str) -> StoreError {
+    StoreError::InvalidRow {
+        what: what.to_owned(),
+    }
+}
+
+fn parse_id<T: std::str::FromStr>(s: &str, what: &str) -> Result<T, StoreError> {
+    s.parse().map_err(|_| invalid(what))
+}
+
+const EVENT_COLUMNS: &str = "id, source, seq, type, version, authorship, sensitive, root, parent, \
+                             payload, payload_sha256, recorded_at";
+
+type RawEvent = (
+    String,
+    String,
+    i64,
+    String,
+    i64,
+    String,
+    bool,
+    Option<String>,
+    Option<String>,
+    Vec<u8>,
+    String,
+    i64,
+);
+
+fn raw_event(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEvent> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+        r.get(9)?,
+        r.get(10)?,
+        r.get(11)?,
+    ))
+}
+
+fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
+    let (id, source, seq, ty, version, authorship, sensitive, root, parent, payload, hash, at) =
+        raw;
+    let what = "event";
+    Ok(StoredEvent {
+        event: NewEvent {
+            id: parse_id(&id, what)?,
+            source: SourceName::new(source).map_err(|_| invalid(what))?,
+            event_type: ty,
+            version: u32::try_from(version).map_err(|_| invalid(what))?,
+            authorship: Authorship::parse(&authorship).ok_or_else(|| invalid(what))?,
+            sensitive,
+            root: root.as_deref().map(|s| parse_id(s, what)).transpose()?,
+            parent: parent.as_deref().map(|s| parse_id(s, what)).transpose()?,
+            payload,
+            payload_sha256: parse_id(&hash, what)?,
+        },
+        seq: u64::try_from(seq).map_err(|_| invalid(what))?,
+        recorded_at_ms: at,
+    })
+}
+
+fn to_i64(n: u64) -> Result<i64, StoreError> {
+    i64::try_from(n).map_err(|_| StoreError::Backend("integer out of range".into()))
+}
+
+// --- reads shared by the store (reader connection) and a transaction (writer) ---
+
+fn read_event(c: &Connection, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
+    let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1");
+    c.query_row(&sql, [id.as_str()], raw_event)
+        .optional()
+        .map_err(backend)?
+        .map(decode_event)
+        .transpose()
+}
+
+fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
+    let mut sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE 1=1");
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    if let Some(source) = &q.source {
+        args.push(source.as_str().to_owned().into());
+        sql.push_str(&format!(" AND source = ?{}", args.len()));
+        args.push(to_i64(q.after_seq)?.into());
+        sql.push_str(&format!(" AND seq > ?{}", args.len()));
+    }
+    if let Some(ty) = &q.event_type {
+        args.push(ty.clone().into());
+        sql.push_str(&format!(" AND type = ?{}", args.len()));
+    }
+    if let Some(root) = &q.root {
+        args.push(root.as_str().to_owned().into());
+        sql.push_str(&format!(" AND root = ?{}", args.len()));
+    }
+    if let Some(parent) = &q.parent {
+        args.push(parent.as_str().to_owned().into());
+        sql.push_str(&format!(" AND parent = ?{}", args.len()));
+    }
+    sql.push_str(if q.source.is_some() {
+        " ORDER BY seq"
+    } else {
+        " ORDER BY pos"
+    });
+    if let Some(limit) = q.limit {
+        args.push(to_i64(limit as u64)?.into());
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(args), raw_event)
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    rows.into_iter().map(decode_event).collect()
+}
+
+fn read_head(c: &Connection, source: &SourceName) -> Result<u64, StoreError> {
+    let head: i64 = c
+        .query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE source = ?1",
+            [source.as_str()],
+            |r| r.get(0),
+        )
+        .map_err(backend)?;
+    u64::try_from(head).map_err(|_| invalid("seq"))
+}
+
+fn read_sources(c: &Connection) -> Result<Vec<SourceName>, StoreError> {
+    let mut stmt = c
+        .prepare_cached("SELECT DISTINCT source FROM events ORDER BY source")
+        .map_err(backend)?;
+    let names = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    names
+        .into_iter()
+        .map(|n| SourceName::new(n).map_err(|_| invalid("source")))
+        .collect()
+}
+
+const RUN_COLUMNS: &str =
+    "run_id, agent_id, agent_version, trigger_event, status, attempts, snapshot_id";
+
+type RawRun = (String, String, i64, String, String, i64, Option<String>);
+
+fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+    ))
+}
+
+fn decode_run(raw: RawRun) -> Result<RunRow, StoreError> {
+    let (run_id, agent_id, version, trigger, status, attempts, snapshot) = raw;
+    let what = "run";
+    Ok(RunRow {
+        run_id: parse_id(&run_id, what)?,
+        agent_id,
+        agent_version: u32::try_from(version).map_err(|_| invalid(what))?,
+        trigger_event_id: parse_id(&trigger, what)?,
+        status: RunStatus::parse(&status).ok_or_else(|| invalid(what))?,
+        attempts: u32::try_from(attempts).map_err(|_| invalid(what))?,
+        snapshot_id: snapshot.as_deref().map(|s| parse_id(s, what)).transpose()?,
+    })
+}
+
+fn read_run(c: &Connection, id: &RunId) -> Result<Option<RunRow>, StoreError> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
+    c.query_row(&sql, [id.as_str()], raw_run)
+        .optional()
+        .map_err(backend)?
+        .map(decode_run)
+        .transpose()
+}
+
+fn read_runs_with_status(c: &Connection, status: RunStatus) -> Result<Vec<RunRow>, StoreError> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE status = ?1 ORDER BY pos");
+    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
+    let rows = stmt
+        .query_map([status.as_str()], raw_run)
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    rows.into_iter().map(decode_run).collect()
+}
+
+fn read_progress(c: &Connection, consumer: &str) -> Result<Option<Progress>, StoreError> {
+    let row: Option<(String, i64)> = c
+        .query_row(
+            "SELECT source, seq FROM progress WHERE consumer = ?1",
+            [consumer],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(backend)?;
+    row.map(|(source, seq)| {
+        Ok(Progress {
+            source: SourceName::new(source).map_err(|_| invalid("progress"))?,
+            seq: u64::try_from(seq).map_err(|_| invalid("progress"))?,
+        })
+    })
+    .transpose()
+}
+
+fn read_control(c: &Connection, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+    let row: Option<String> = c
+        .query_row("SELECT value FROM controls WHERE key = ?1", [key], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(backend)?;
+    row.map(|v| serde_json::from_str(&v).map_err(|_| invalid("control")))
+        .transpose()
+}
+
+type RawDoc = (String, String, String, Option<String>);
+
+fn decode_doc(raw: RawDoc) -> Result<DocumentRow, StoreError> {
+    let (id, source, path, current) = raw;
+    Ok(DocumentRow {
+        id: parse_id(&id, "document")?,
+        source: SourceName::new(source).map_err(|_| invalid("document"))?,
+        path,
+        current_version: current
+            .as_deref()
+            .map(|s| parse_id(s, "document"))
+            .transpose()?,
+    })
+}
+
+fn raw_doc(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawDoc> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+}
+
+fn read_document(c: &Connection, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
+    c.query_row(
+        "SELECT doc_id, source, path, current_version FROM documents WHERE doc_id = ?1",
+        [id.as_str()],
+        raw_doc,
+    )
+    .optional()
+    .map_err(backend)?
+    .map(decode_doc)
+    .transpose()
+}
+
+fn read_documents(c: &Connection, source: &SourceName) -> Result<Vec<DocumentRow>, StoreError> {
+    let mut stmt = c
+        .prepare_cached(
+            "SELECT doc_id, source, path, current_version FROM documents WHERE source = ?1 ORDER BY path",
+        )
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map([source.as_str()], raw_doc)
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    rows.into_iter().map(decode_doc).collect()
+}
+
+fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
+    let row: Option<(String, String, String, i64, String, Option<String>)> = c
+        .query_row(
+            "SELECT version_id, doc_id, sha256, size, content_type, prev_version \
+             FROM document_versions WHERE version_id = ?1",
+            [id.as_str()],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
+        )
+        .optional()
+        .map_err(backend)?;
+    row.map(|(id, doc, sha, size, content_type, prev)| {
+        let what = "document version";
+        Ok(VersionRow {
+            id: parse_id(&id, what)?,
+            document_id: parse_id(&doc, what)?,
+            sha256: parse_id(&sha, what)?,
+            size: u64::try_from(size).map_err(|_| invalid(what))?,
+            content_type,
+            previous_version: prev.as_deref().map(|s| parse_id(s, what)).transpose()?,
+        })
+    })
+    .transpose()
+}
+
+fn read_blob(c: &Connection, sha: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
+    c.query_row(
+        "SELECT bytes FROM blobs WHERE sha256 = ?1",
+        [sha.as_str()],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(backend)
+}
+
+macro_rules! impl_read {
+    ($ty:ty, $conn:ident => $get:expr) => {
+        impl Read for $ty {
+            fn event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
+                let $conn = self;
+                read_event(&$get, id)
+            }
+            fn events(&self, query: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
+                let $conn = self;
+                read_events(&$get, query)
+            }
+            fn source_head(&self, source: &SourceName) -> Result<u64, StoreError> {
+                let $conn = self;
+                read_head(&$get, source)
+            }
+            fn sources(&self) -> Result<Vec<SourceName>, StoreError> {
+                let $conn = self;
+                read_sources(&$get)
+            }
+            fn run(&self, id: &RunId) -> Result<Option<RunRow>, StoreError> {
+                let $conn = self;
+                read_run(&$get, id)
+            }
+            fn runs_with_status(&self, status: RunStatus) -> Result<Vec<RunRow>, StoreError> {
+                let $conn = self;
+                read_runs_with_status(&$get, status)
+            }
+            fn progress(&self, consumer: &str) -> Result<Option<Progress>, StoreError> {
+                let $conn = self;
+                read_progress(&$get, consumer)
+            }
+            fn control(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+                let $conn = self;
+                read_control(&$get, key)
+            }
+            fn document(&self, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
+                let $conn = self;
+                read_document(&$get, id)
+            }
+            fn documents(&self, source: &SourceName) -> Result<Vec<DocumentRow>, StoreError> {
+                let $conn = self;
+                read_documents(&$get, source)
+            }
+            fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
+                let $conn = self;
+                read_version(&$get, id)
+            }
+            fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
+                let $conn = self;
+                read_blob(&$get, sha256)
+            }
+        }
+    };
+}
+
+impl_read!(SqliteStore, s => lock(&s.reader));
+impl_read!(SqliteTx<'_>, t => t.conn);
+
+impl Store for SqliteStore {
+    fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        let conn = lock(&self.writer);
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| classify(&self.path, e))?;
+        Ok(Box::new(SqliteTx {
+            conn,
+            finished: false,
+        }))
+    }
+}
+
+/// An open `BEGIN IMMEDIATE` transaction on the writer connection.
+struct SqliteTx<'a> {
+    conn: MutexGuard<'a, Connection>,
+    finished: bool,
+}
+
+impl Drop for SqliteTx<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Rollback on drop; if it fails the connection's next BEGIN fails
+            // loudly rather than committing half a transaction.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+fn same_content(existing: &StoredEvent, new: &NewEvent) -> bool {
+    let e = &existing.event;
+    e.source == new.source
+        && e.event_type == new.event_type
+        && e.version == new.version
+        && e.authorship == new.authorship
+        && e.sensitive == new.sensitive
+        && e.root == new.root
+        && e.parent == new.parent
+        && e.payload_sha256 == new.payload_sha256
+}
+
+impl Tx for SqliteTx<'_> {
+    fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
+        // Refuse an envelope whose hash does not match its bytes: the
+        // identity rule compares hashes, so they must be true.
+        if sha256(&event.payload) != event.payload_sha256 {
+            return Err(invalid("payload hash"));
+        }
+        if let Some(existing) = read_event(&self.conn, &event.id)? {
+            return Ok(if same_content(&existing, event) {
+                AppendOutcome::Converged { seq: existing.seq }
+            } else {
+                AppendOutcome::Conflict
+            });
+        }
+        let seq = read_head(&self.conn, &event.source)? + 1;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO events (id, source, seq, type, version, authorship, sensitive, root, \
+                 parent, payload, payload_sha256, recorded_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    event.id.as_str(),
+                    event.source.as_str(),
+                    to_i64(seq).unwrap_or(i64::MAX),
+                    event.event_type,
+                    event.version,
+                    event.authorship.as_str(),
+                    event.sensitive,
+                    event.root.as_ref().map(EventId::as_str),
+                    event.parent.as_ref().map(EventId::as_str),
+                    event.payload,
+                    event.payload_sha256.as_str(),
+                    now_ms(),
+                ])
+            })
+            .map_err(backend)?;
+        Ok(AppendOutcome::Inserted { seq })
+    }
+
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
+        let sha = sha256(bytes);
+        self.conn
+            .execute(
+                "INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)",
+                params![sha.as_str(), bytes],
+            )
+            .map_err(backend)?;
+        Ok(sha)
+    }
+
+    fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO runs (run_id, agent_id, agent_version, trigger_event, status, attempts, snapshot_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                 ON CONFLICT (run_id) DO UPDATE SET agent_id = ?2, agent_version = ?3, \
+                 trigger_event = ?4, status = ?5, attempts = ?6, snapshot_id = ?7",
+                params![
+                    run.run_id.as_str(),
+                    run.agent_id,
+                    run.agent_version,
+                    run.trigger_event_id.as_str(),
+                    run.status.as_str(),
+                    run.attempts,
+                    run.snapshot_id.as_ref().map(|s| s.as_str()),
+                ],
+            )
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn set_progress(&mut self, consumer: &str, progress: &Progress) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO progress (consumer, source, seq) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (consumer) DO UPDATE SET source = ?2, seq = ?3",
+                params![consumer, progress.source.as_str(), to_i64(progress.seq)?],
+            )
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn set_control(&mut self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO controls (key, value) VALUES (?1, ?2) \
+                 ON CONFLICT (key) DO UPDATE SET value = ?2",
+                params![key, value.to_string()],
+            )
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn ensure_document(
+        &mut self,
+        id: &DocumentId,
+        source: &SourceName,
+        path: &str,
+    ) -> Result<(), StoreError> {
+        match read_document(&self.conn, id)? {
+            Some(doc) if doc.source == *source && doc.path == path => Ok(()),
+            Some(_) => Err(StoreError::DocumentConflict { id: id.clone() }),
+            None => {
+                self.conn
+                    .execute(
+                        "INSERT INTO documents (doc_id, source, path, current_version) VALUES (?1, ?2, ?3, NULL)",
+                        params![id.as_str(), source.as_str(), path],
+                    )
+                    .map_err(|e| match e.sqlite_error_code() {
+                        Some(ErrorCode::ConstraintViolation) => {
+                            StoreError::DocumentConflict { id: id.clone() }
+                        }
+                        _ => backend(e),
+                    })?;
+                Ok(())
+            }
+        }
+    }
+
+    fn insert_version(&mut self, version: &VersionRow) -> Result<(), StoreError> {
+        if let Some(existing) = read_version(&self.conn, &version.id)? {
+            return if existing == *version {
+                Ok(())
+            } else {
+                Err(StoreError::VersionConflict {
+                    id: version.id.clone(),
+                })
+            };
+        }
+        if read_document(&self.conn, &version.document_id)?.is_none() {
+            return Err(StoreError::Missing {
+                what: format!("document {}", version.document_id),
+            });
+        }
+        if read_blob(&self.conn, &version.sha256)?.is_none() {
+            return Err(StoreError::Missing {
+                what: format!("blob {}", version.sha256),
+            });
+        }
+        self.conn
+            .execute(
+                "INSERT INTO document_versions (version_id, doc_id, sha256, size, content_type, prev_version) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    version.id.as_str(),
+                    version.document_id.as_str(),
+                    version.sha256.as_str(),
+                    to_i64(version.size)?,
+                    version.content_type,
+                    version.previous_version.as_ref().map(VersionId::as_str),
+                ],
+            )
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn set_current_version(
+        &mut self,
+        doc: &DocumentId,
+        version: &VersionId,
+    ) -> Result<(), StoreError> {
+        match read_version(&self.conn, version)? {
+            Some(v) if v.document_id == *doc => {}
+            Some(_) | None => {
+                return Err(StoreError::Missing {
+                    what: format!("version {version} of document {doc}"),
+                });
+            }
+        }
+        self.conn
+            .execute(
+                "UPDATE documents SET current_version = ?2 WHERE doc_id = ?1",
+                params![doc.as_str(), version.as_str()],
+            )
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        let result = self.conn.execute_batch("COMMIT").map_err(backend);
+        // On a failed COMMIT, Drop rolls back.
+        self.finished = result.is_ok();
+        result
+    }
+}

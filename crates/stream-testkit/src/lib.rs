@@ -1,0 +1,12 @@
+//! Test support shared by the integration and end-to-end tests of thestream.
+//!
+//! Owns: [`canary`] strings that must never appear where sensitive text is
+//! forbidden, and [`bin`], which finds (building if needed) the workspace's
+//! real binaries so end-to-end tests run them as a user would.
+//!
+//! Nothing in production code may depend on this crate.
+
+#![deny(missing_docs)]
+
+pub mod bin;
+pub mod canary;
