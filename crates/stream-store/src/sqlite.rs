@@ -332,6 +332,9 @@ fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, Store
     } else {
         " ORDER BY pos"
     });
+    if q.descending {
+        sql.push_str(" DESC");
+    }
     if let Some(limit) = q.limit {
         args.push(to_i64(limit as u64)?.into());
         sql.push_str(&format!(" LIMIT ?{}", args.len()));
