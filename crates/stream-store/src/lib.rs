@@ -17,6 +17,8 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "conformance")]
+pub mod faulty;
 mod rows;
 mod sqlite;
 
