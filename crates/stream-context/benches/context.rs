@@ -113,10 +113,10 @@ fn main() {
     for exp in 3..=max_exp {
         let target = 10usize.pow(exp);
         let fill = Instant::now();
-        while stored + 4 <= target - 1 {
+        while stored + 4 < target {
             let mut tx = store.begin().unwrap();
             for _ in 0..2500 {
-                if stored + 4 > target - 1 {
+                if stored + 4 >= target {
                     break;
                 }
                 update += 1;
