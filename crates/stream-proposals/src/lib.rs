@@ -3,7 +3,9 @@
 //! Owns: the fixed acknowledgments of tool-only completions ([`ack`]), the
 //! atomic settlement of a run in the seed's order ([`settle`]: output, 0–3
 //! proposals, completed-run receipt, run row, consumer progress), the
-//! settlement of failed attempts, and human judgments ([`judgment`]).
+//! settlement of failed attempts, human judgments ([`judgment`]), the shared
+//! authority-chain validator ([`chain::verify_chain`]), human decisions
+//! ([`decision`]) and their projection into judgments ([`project`]).
 //!
 //! Start with [`settle::Settlement::assemble`] and [`settle::commit`]. A
 //! proposal built here is inert: nothing in this crate applies it.
@@ -11,7 +13,10 @@
 #![deny(missing_docs)]
 
 pub mod ack;
+pub mod chain;
+pub mod decision;
 pub mod judgment;
+pub mod project;
 pub mod settle;
 
 use stream_core::{EventError, EventId};

@@ -8,5 +8,7 @@
     clippy::cloned_ref_to_slice_refs
 )]
 
+mod chain;
 mod common;
 mod settlement;
+mod world;
