@@ -18,7 +18,9 @@ use crate::{ContextError, Snapshot, Turn, UserTurn};
 const ANNOTATION_GUIDE: &str = "Annotations in ⟨…⟩ are added by the system so you can cite exact ids \
 as evidence_event_ids or target_output. Never write such annotations yourself.";
 
-fn user_text(turn: &UserTurn) -> String {
+/// How an owner message is shown to the model: its id annotation, a photo
+/// marker, then its text.
+pub fn user_text(turn: &UserTurn) -> String {
     let mut text = format!("⟨message {}⟩", turn.event_id);
     if turn.image.is_some() {
         text.push_str(" ⟨photo attached⟩");

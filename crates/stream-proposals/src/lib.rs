@@ -18,6 +18,8 @@ pub mod decision;
 pub mod judgment;
 pub mod project;
 pub mod settle;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use stream_core::{EventError, EventId};
 use stream_store::StoreError;

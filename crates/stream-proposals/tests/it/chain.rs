@@ -11,7 +11,7 @@ use stream_proposals::project::{
 use stream_store::faulty::FaultyStore;
 use stream_store::{EventQuery, Read, SqliteStore};
 
-use crate::world::World;
+use stream_proposals::testing::World;
 
 fn link(err: ChainError) -> ChainLink {
     match err {
@@ -181,7 +181,8 @@ fn effective_output_changes_only_after_the_judgment() {
     let effective = |w: &mut World| {
         let next = w.base.message("next");
         let run = stream_core::ids::derive_run_id("telegram-conversation", 18, next.id()).unwrap();
-        let s = stream_context::build(&w.store, &crate::world::spec(), &run, &next).unwrap();
+        let s = stream_context::build(&w.store, &stream_proposals::testing::spec(), &run, &next)
+            .unwrap();
         s.transcript
             .iter()
             .find_map(|t| match t {

@@ -74,34 +74,7 @@ pub fn correction() -> ValidatedProposal {
     }
 }
 
-pub fn focus() -> ValidatedProposal {
-    ValidatedProposal::Focus {
-        declaration: FocusDeclaration {
-            identity: FocusIdentity {
-                id: "garden".into(),
-                version: 1,
-            },
-            lineage: FocusLineage { parent: None },
-            scope: FocusScope { chat: OriginChat },
-            objective: BoundedText::new("Plan the garden.").unwrap(),
-            subscriptions: vec![],
-            budgets: FocusBudgets {
-                max_runs_per_day: 3,
-                max_output_tokens_per_run: 500,
-                max_days: 30,
-            },
-            requested_permissions: FocusPermissions {
-                tools: EmptyList,
-                proposals: EmptyList,
-                external_actions: False,
-            },
-            retirement: FocusRetirement {
-                rule: RetirementRule::Manual,
-                days: None,
-            },
-        },
-    }
-}
+pub use stream_proposals::testing::focus;
 
 pub fn completion(text: Option<&str>, proposals: Vec<ValidatedProposal>) -> ValidatedCompletion {
     ValidatedCompletion {

@@ -11,4 +11,3 @@
 mod chain;
 mod common;
 mod settlement;
-mod world;

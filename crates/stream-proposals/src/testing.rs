@@ -1,22 +1,25 @@
-//! A store holding real settled runs: a delivered earlier reply, a memory
-//! version, and a run whose proposals were made under a stored snapshot.
+//! Test support (feature `testing`): a store holding real settled runs — a
+//! delivered earlier reply, a `memory.md` version, and a run whose three
+//! proposals were made under a stored snapshot — for this crate's tests and
+//! those of the crates above it (export, memory, engine).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::collections::BTreeSet;
 
+use crate::settle::{RunFacts, Settlement, ValidatedCompletion, ValidatedProposal, commit};
 use stream_context::{ContextSpec, Snapshot};
 use stream_core::canon::sha256;
 use stream_core::ids::{derive_document_id, derive_run_id, derive_version_id};
 use stream_core::payload::*;
 use stream_core::text::{BoundedText, Label};
 use stream_core::*;
-use stream_proposals::settle::{
-    RunFacts, Settlement, ValidatedCompletion, ValidatedProposal, commit,
-};
 use stream_store::{Read, RunRow, RunStatus, SqliteStore, Store, VersionRow};
 
 pub const AGENT: &str = "telegram-conversation";
 
 /// The store and the helpers that write to it.
+#[derive(Debug)]
 pub struct Base {
     pub store: SqliteStore,
     pub path: std::path::PathBuf,
@@ -25,6 +28,7 @@ pub struct Base {
     _dir: tempfile::TempDir,
 }
 
+#[derive(Debug)]
 pub struct World {
     pub base: Base,
     pub earlier_output: EventId,
@@ -34,6 +38,8 @@ pub struct World {
     pub memory: EventId,
     pub correction: EventId,
     pub focus: EventId,
+    /// The trigger run's own output (the acknowledgment), undelivered.
+    pub trigger_output: NewEvent,
 }
 
 impl std::ops::Deref for World {
@@ -150,6 +156,12 @@ impl Base {
     }
 }
 
+impl Default for World {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl World {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
@@ -202,7 +214,7 @@ impl World {
                     replacement: BoundedText::new("Paris.").unwrap(),
                     reason: BoundedText::new("wrong city").unwrap(),
                 },
-                crate::common::focus(),
+                focus(),
             ]
         });
         let [memory, correction, focus] = settlement.proposals() else {
@@ -217,7 +229,92 @@ impl World {
             memory: memory.id.clone(),
             correction: correction.id.clone(),
             focus: focus.id.clone(),
+            trigger_output: settlement.output().clone(),
             base,
         }
+    }
+}
+
+/// A valid focus declaration proposal.
+pub fn focus() -> ValidatedProposal {
+    ValidatedProposal::Focus {
+        declaration: FocusDeclaration {
+            identity: FocusIdentity {
+                id: "garden".into(),
+                version: 1,
+            },
+            lineage: FocusLineage { parent: None },
+            scope: FocusScope { chat: OriginChat },
+            objective: BoundedText::new("Plan the garden.").unwrap(),
+            subscriptions: vec![],
+            budgets: FocusBudgets {
+                max_runs_per_day: 3,
+                max_output_tokens_per_run: 500,
+                max_days: 30,
+            },
+            requested_permissions: FocusPermissions {
+                tools: EmptyList,
+                proposals: EmptyList,
+                external_actions: False,
+            },
+            retirement: FocusRetirement {
+                rule: RetirementRule::Manual,
+                days: None,
+            },
+        },
+    }
+}
+
+impl World {
+    /// Delivers the trigger run's acknowledgment; returns the receipt id.
+    pub fn deliver_trigger_reply(&self) -> EventId {
+        self.base.deliver(&self.trigger_output, &self.trigger)
+    }
+
+    /// The owner's `/correct <text>` of a delivered reply, as the engine
+    /// records it: the command message, then a `telegram-correct` judgment.
+    pub fn owner_correct(
+        &mut self,
+        output: &NewEvent,
+        receipt: &EventId,
+        root: &EventId,
+        text: &str,
+    ) -> EventId {
+        use crate::judgment::{JudgedOutput, JudgmentInput, record_judgment};
+        self.base.update += 1;
+        let msg = MessageReceived {
+            update_id: self.base.update,
+            message_id: self.base.update,
+            chat_id: 42,
+            chat_type: PrivateChat,
+            sender_id: 42,
+            date: 1_790_000_000,
+            text: Some(BoundedText::new(format!("/correct {text}")).unwrap()),
+            photo: None,
+            reply_to_message_id: None,
+            command: Some(CommandRef {
+                name: BotCommand::Correct,
+                args: BoundedText::new(text).unwrap(),
+            }),
+        };
+        let msg = NewEvent::build(&self.base.telegram, None, None, &msg).unwrap();
+        self.base.store.append(&msg).unwrap();
+        let out: MessageObservation = serde_json::from_slice(&output.payload).unwrap();
+        let judgment = record_judgment(&JudgmentInput {
+            criterion: Criterion::TelegramCorrect,
+            actor: Label::new("owner").unwrap(),
+            target: JudgedOutput {
+                delivery_receipt_event_id: receipt.clone(),
+                output_event_id: output.id.clone(),
+                run_id: out.run_id,
+                source_root_event_id: root.clone(),
+                output_contract: OutputContract::ConversationText1,
+            },
+            feedback_source_event_id: msg.id.clone(),
+            replacement: BoundedText::new(text).unwrap(),
+        })
+        .unwrap();
+        self.base.store.append(&judgment).unwrap();
+        judgment.id
     }
 }
