@@ -16,6 +16,7 @@ pub mod ack;
 pub mod chain;
 pub mod decision;
 pub mod judgment;
+pub mod list;
 pub mod project;
 pub mod settle;
 #[cfg(feature = "testing")]

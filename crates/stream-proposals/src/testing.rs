@@ -166,6 +166,15 @@ impl World {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
+        Self::build(dir, path)
+    }
+
+    /// The same world in the store file at `path` (e.g. a CLI home's store).
+    pub fn at(path: &std::path::Path) -> Self {
+        Self::build(tempfile::tempdir().unwrap(), path.to_owned())
+    }
+
+    fn build(dir: tempfile::TempDir, path: std::path::PathBuf) -> Self {
         let store = SqliteStore::open(&path).unwrap();
         // memory.md as a scan records it.
         let source = SourceName::fixed(SourceName::CONTEXT);

@@ -1,7 +1,9 @@
 //! One module per command: its clap `Args` and its `run`.
 
 pub mod events;
+pub mod export;
 pub mod init;
+pub mod proposals;
 
 use std::path::Path;
 
