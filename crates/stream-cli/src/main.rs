@@ -39,6 +39,10 @@ enum Command {
     Init(cmd::init::Args),
     /// Print stored events (sensitive payloads redacted unless asked for).
     Events(cmd::events::Args),
+    /// Validate a declaration and print its id, version and fingerprint.
+    DeclarationCheck(cmd::declaration_check::Args),
+    /// Record the context root's files as immutable document versions.
+    Scan(cmd::scan::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -61,6 +65,8 @@ fn run(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Init(args) => cmd::init::run(args),
         Command::Events(args) => cmd::events::run(&ctx, args),
+        Command::DeclarationCheck(args) => cmd::declaration_check::run(args),
+        Command::Scan(args) => cmd::scan::run(&ctx, args),
     }
 }
 

@@ -1,7 +1,9 @@
 //! One module per command: its clap `Args` and its `run`.
 
+pub mod declaration_check;
 pub mod events;
 pub mod init;
+pub mod scan;
 
 use std::path::Path;
 
