@@ -251,7 +251,15 @@ fn check_structure(decl: &Declaration) -> Result<(), DeclarationError> {
                 "only a deterministic declaration has fixed replies",
             ));
         }
-        (_, None) => {}
+        (
+            Kind::Pi
+            | Kind::Repair
+            | Kind::LettaAgentSdk
+            | Kind::Atproto
+            | Kind::Review
+            | Kind::Conceptualizer,
+            None,
+        ) => {}
     }
     match (decl.context, &decl.transcript) {
         (Context::TelegramConversation, None) => {
