@@ -45,6 +45,10 @@ enum Command {
     PrivateTrainingExport(cmd::export::PrivateArgs),
     /// Export judgments eligible for external use to a JSONL file.
     TrainingExport(cmd::export::ExternalArgs),
+    /// Validate a declaration and print its id, version and fingerprint.
+    DeclarationCheck(cmd::declaration_check::Args),
+    /// Record the context root's files as immutable document versions.
+    Scan(cmd::scan::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -70,6 +74,8 @@ fn run(cli: Cli) -> CmdResult {
         Command::ProposalList(args) => cmd::proposals::run_list(&ctx, args),
         Command::PrivateTrainingExport(args) => cmd::export::run_private(&ctx, args),
         Command::TrainingExport(args) => cmd::export::run_external(&ctx, args),
+        Command::DeclarationCheck(args) => cmd::declaration_check::run(args),
+        Command::Scan(args) => cmd::scan::run(&ctx, args),
     }
 }
 
