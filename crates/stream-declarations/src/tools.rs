@@ -45,18 +45,13 @@ pub struct ToolSpec {
 
 /// The fixed tool name of a proposal kind.
 pub fn tool_name(kind: ProposalKind) -> &'static str {
-    match kind {
-        ProposalKind::MemoryChange => "request_memory_change",
-        ProposalKind::SelfCorrection => "submit_correction",
-        ProposalKind::FocusDeclaration => "propose_focus",
-    }
+    // The names live with the kind in stream-core, which the worker links too.
+    kind.tool_name()
 }
 
 /// The proposal kind of a fixed tool name; `None` for any other name.
 pub fn kind_of_tool(name: &str) -> Option<ProposalKind> {
-    ProposalKind::ALL
-        .into_iter()
-        .find(|kind| tool_name(*kind) == name)
+    ProposalKind::from_tool_name(name)
 }
 
 /// The tool of one proposal kind.
