@@ -623,11 +623,12 @@ async fn get_updates(shared: &Arc<Shared>, params: &Value) -> Response {
         {
             let mut inner = shared.lock();
             if let Some(offset) = offset {
-                // Calling with an offset confirms every update below it.
+                // Calling with an offset confirms every update below it (and
+                // anything queued without an id, which Telegram never sends).
                 inner.queue.retain(|u| {
                     u.get("update_id")
                         .and_then(Value::as_i64)
-                        .is_none_or(|id| id >= offset)
+                        .is_some_and(|id| id >= offset)
                 });
             }
             if !inner.queue.is_empty() {
