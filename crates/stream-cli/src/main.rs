@@ -39,6 +39,8 @@ enum Command {
     Init(cmd::init::Args),
     /// Print stored events (sensitive payloads redacted unless asked for).
     Events(cmd::events::Args),
+    /// Register the active declaration's commands as the bot's Telegram menu.
+    TelegramMenuRegister(cmd::telegram_menu_register::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -61,6 +63,7 @@ fn run(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Init(args) => cmd::init::run(args),
         Command::Events(args) => cmd::events::run(&ctx, args),
+        Command::TelegramMenuRegister(args) => cmd::telegram_menu_register::run(&ctx, args),
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod events;
 pub mod init;
+pub mod telegram_menu_register;
 
 use std::path::Path;
 

@@ -5,3 +5,4 @@
 
 mod common;
 mod foundation;
+mod telegram_menu;

@@ -29,7 +29,12 @@ fn admission_table() {
     ]);
     let rows: Vec<(&str, Value, i64, Result<(), DropReason>)> = vec![
         // "only the configured owner's private chat is served"
-        ("owner text in private chat", owner_msg(|_| {}), OWNER, Ok(())),
+        (
+            "owner text in private chat",
+            owner_msg(|_| {}),
+            OWNER,
+            Ok(()),
+        ),
         (
             "owner photo with caption",
             owner_msg(|m| {
@@ -73,7 +78,9 @@ fn admission_table() {
         ),
         (
             "a channel post",
-            with_id(json!({"channel_post": {"message_id": 1, "chat": {"id": -1002, "type": "channel"}, "date": 1, "text": "x"}})),
+            with_id(
+                json!({"channel_post": {"message_id": 1, "chat": {"id": -1002, "type": "channel"}, "date": 1, "text": "x"}}),
+            ),
             OWNER,
             Err(DropReason::ChannelPost),
         ),
@@ -85,17 +92,26 @@ fn admission_table() {
         ),
         (
             "a callback query",
-            with_id(json!({"callback_query": {"id": "1", "from": {"id": OWNER, "is_bot": false}, "data": "x"}})),
+            with_id(
+                json!({"callback_query": {"id": "1", "from": {"id": OWNER, "is_bot": false}, "data": "x"}}),
+            ),
             OWNER,
             Err(DropReason::CallbackQuery),
         ),
         (
             "an inline query",
-            with_id(json!({"inline_query": {"id": "1", "from": {"id": OWNER, "is_bot": false}, "query": "x"}})),
+            with_id(
+                json!({"inline_query": {"id": "1", "from": {"id": OWNER, "is_bot": false}, "query": "x"}}),
+            ),
             OWNER,
             Err(DropReason::UnsupportedUpdate),
         ),
-        ("an update with no message", with_id(json!({})), OWNER, Err(DropReason::NoMessage)),
+        (
+            "an update with no message",
+            with_id(json!({})),
+            OWNER,
+            Err(DropReason::NoMessage),
+        ),
         (
             "an update without update_id",
             json!({"message": text_from(OWNER, "x")}),
@@ -110,7 +126,12 @@ fn admission_table() {
             OWNER,
             Err(DropReason::Malformed),
         ),
-        ("not an object", json!([1, 2]), OWNER, Err(DropReason::Malformed)),
+        (
+            "not an object",
+            json!([1, 2]),
+            OWNER,
+            Err(DropReason::Malformed),
+        ),
         (
             "a message without sender",
             owner_msg(|m| {
@@ -167,15 +188,23 @@ fn admission_table() {
         m["caption"] = json!("/focus look");
         m["caption_entities"] = json!([{"type": "bot_command", "offset": 0, "length": 6}]);
         m["photo"] = photo.clone();
-        m["reply_to_message"] = json!({"message_id": 9, "chat": {"id": OWNER, "type": "private"}, "date": 1});
+        m["reply_to_message"] =
+            json!({"message_id": 9, "chat": {"id": OWNER, "type": "private"}, "date": 1});
     });
     let admitted = admit(&photo_msg, OWNER, BOT_USERNAME).unwrap();
-    let order: Vec<&str> = admitted.photo_sizes.iter().map(|p| p.file_id.as_str()).collect();
+    let order: Vec<&str> = admitted
+        .photo_sizes
+        .iter()
+        .map(|p| p.file_id.as_str())
+        .collect();
     assert_eq!(order, ["l", "m", "s"], "largest first");
     assert_eq!(admitted.text.unwrap().as_str(), "/focus look");
     assert_eq!(admitted.command.unwrap().name, BotCommand::Focus);
     assert_eq!(admitted.reply_to_message_id, Some(9));
-    assert_eq!((admitted.update_id, admitted.chat_id, admitted.sender_id), (5001, OWNER, OWNER));
+    assert_eq!(
+        (admitted.update_id, admitted.chat_id, admitted.sender_id),
+        (5001, OWNER, OWNER)
+    );
 }
 
 #[test]
@@ -202,22 +231,59 @@ fn marked(text: &str, command: &str) -> Vec<MessageEntity> {
 #[test]
 fn command_parsing_table() {
     use BotCommand::{Correct, Focus, Help};
-    let rows: Vec<(&str, Vec<MessageEntity>, Option<(BotCommand, &str)>)> = vec![
+    type Row<'a> = (&'a str, Vec<MessageEntity>, Option<(BotCommand, &'a str)>);
+    let rows: Vec<Row> = vec![
         ("/focus", marked("/focus", "/focus"), Some((Focus, ""))),
-        ("/focus learn rust", marked("/focus learn rust", "/focus"), Some((Focus, "learn rust"))),
-        ("/focus@OurBot learn", marked("/focus@OurBot learn", "/focus@OurBot"), Some((Focus, "learn"))),
+        (
+            "/focus learn rust",
+            marked("/focus learn rust", "/focus"),
+            Some((Focus, "learn rust")),
+        ),
+        (
+            "/focus@OurBot learn",
+            marked("/focus@OurBot learn", "/focus@OurBot"),
+            Some((Focus, "learn")),
+        ),
         // Usernames compare without regard to ASCII case.
-        ("/focus@ourbot learn", marked("/focus@ourbot learn", "/focus@ourbot"), Some((Focus, "learn"))),
+        (
+            "/focus@ourbot learn",
+            marked("/focus@ourbot learn", "/focus@ourbot"),
+            Some((Focus, "learn")),
+        ),
         // "/focus@otherbot is not ours"
-        ("/focus@OtherBot learn", marked("/focus@OtherBot learn", "/focus@OtherBot"), None),
-        ("/correct I meant Tuesday", marked("/correct I meant Tuesday", "/correct"), Some((Correct, "I meant Tuesday"))),
+        (
+            "/focus@OtherBot learn",
+            marked("/focus@OtherBot learn", "/focus@OtherBot"),
+            None,
+        ),
+        (
+            "/correct I meant Tuesday",
+            marked("/correct I meant Tuesday", "/correct"),
+            Some((Correct, "I meant Tuesday")),
+        ),
         ("/help", marked("/help", "/help"), Some((Help, ""))),
         ("/start", marked("/start", "/start"), None),
-        ("/focus    spaced   ", marked("/focus    spaced   ", "/focus"), Some((Focus, "spaced"))),
+        (
+            "/focus    spaced   ",
+            marked("/focus    spaced   ", "/focus"),
+            Some((Focus, "spaced")),
+        ),
         // Emoji before the command: offsets are UTF-16 code units, not bytes or chars.
-        ("😀 /focus plan 🎯 trip", marked("😀 /focus plan 🎯 trip", "/focus"), Some((Focus, "plan 🎯 trip"))),
-        ("👍🏽 /correct fix it", marked("👍🏽 /correct fix it", "/correct"), Some((Correct, "fix it"))),
-        ("é🎉 /help@OurBot now", marked("é🎉 /help@OurBot now", "/help@OurBot"), Some((Help, "now"))),
+        (
+            "😀 /focus plan 🎯 trip",
+            marked("😀 /focus plan 🎯 trip", "/focus"),
+            Some((Focus, "plan 🎯 trip")),
+        ),
+        (
+            "👍🏽 /correct fix it",
+            marked("👍🏽 /correct fix it", "/correct"),
+            Some((Correct, "fix it")),
+        ),
+        (
+            "é🎉 /help@OurBot now",
+            marked("é🎉 /help@OurBot now", "/help@OurBot"),
+            Some((Help, "now")),
+        ),
         // The same text read with byte offsets would land inside the emoji.
         ("😀 /focus x", vec![entity(5, 6)], None),
         // Only entities make commands.

@@ -60,7 +60,10 @@ async fn requests_on_the_wire_match_the_golden_params() {
     env.api.delete_webhook().await.unwrap();
     let info = env.api.get_webhook_info().await.unwrap();
     assert_eq!(info.url, "");
-    env.api.send_message(OWNER, "a reply", Some(10)).await.unwrap();
+    env.api
+        .send_message(OWNER, "a reply", Some(10))
+        .await
+        .unwrap();
     env.api.send_message(OWNER, "a notice", None).await.unwrap();
     let file = env.api.get_file("file-1").await.unwrap();
     env.api.set_my_commands(&commands()).await.unwrap();
@@ -85,7 +88,9 @@ async fn requests_on_the_wire_match_the_golden_params() {
         .unwrap();
     assert_eq!(bytes, vec![1, 2, 3]);
     assert!(matches!(
-        env.api.download_file(file.file_path.as_deref().unwrap(), 2).await,
+        env.api
+            .download_file(file.file_path.as_deref().unwrap(), 2)
+            .await,
         Err(ApiError::TooLarge { limit: 2, .. })
     ));
 }
@@ -125,11 +130,9 @@ async fn retry_after_above_the_policy_is_returned_not_slept() {
 #[tokio::test]
 async fn server_errors_dropped_connections_and_slow_answers_are_retried() {
     let env = Env::start().await;
-    env.fake
-        .inject("getMe", Fault::ServerError { status: 502 });
+    env.fake.inject("getMe", Fault::ServerError { status: 502 });
     env.fake.inject("getMe", Fault::DropConnection);
-    env.fake
-        .inject("getMe", Fault::ServerError { status: 500 });
+    env.fake.inject("getMe", Fault::ServerError { status: 500 });
     let me = env.api.get_me().await.unwrap();
     assert_eq!(me.id, crate::common::BOT_ID);
     assert_eq!(env.fake.calls_of("getMe").len(), 4);
@@ -153,8 +156,7 @@ async fn server_errors_dropped_connections_and_slow_answers_are_retried() {
 async fn retries_are_bounded() {
     let env = Env::start().await;
     for _ in 0..10 {
-        env.fake
-            .inject("getMe", Fault::ServerError { status: 503 });
+        env.fake.inject("getMe", Fault::ServerError { status: 503 });
     }
     let err = env.api.get_me().await.unwrap_err();
     assert!(
@@ -176,7 +178,14 @@ async fn refusals_are_typed_and_not_retried() {
     let env = Env::start().await;
     let err = env.api.send_message(OWNER, "", None).await.unwrap_err();
     assert!(
-        matches!(&err, ApiError::Refused { method: "sendMessage", code: 400, .. }),
+        matches!(
+            &err,
+            ApiError::Refused {
+                method: "sendMessage",
+                code: 400,
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(env.fake.calls_of("sendMessage").len(), 1);
@@ -209,13 +218,22 @@ async fn the_token_never_appears_in_errors_debug_or_logs() {
     }
     seen.push(env.api.get_me().await.unwrap_err());
     for _ in 0..4 {
-        env.fake
-            .inject("getMe", Fault::ServerError { status: 500 });
+        env.fake.inject("getMe", Fault::ServerError { status: 500 });
     }
     seen.push(env.api.get_me().await.unwrap_err());
-    seen.push(env.api.download_file("photos/missing.jpg", 10).await.unwrap_err());
+    seen.push(
+        env.api
+            .download_file("photos/missing.jpg", 10)
+            .await
+            .unwrap_err(),
+    );
     // Nothing listens on port 9: connection refused, four times.
-    let dead = BotApi::new("http://127.0.0.1:9", BotToken::new(token.clone()).unwrap(), fast_options()).unwrap();
+    let dead = BotApi::new(
+        "http://127.0.0.1:9",
+        BotToken::new(token.clone()).unwrap(),
+        fast_options(),
+    )
+    .unwrap();
     seen.push(dead.get_me().await.unwrap_err());
     // A wrong token is refused (401) without echoing either token.
     let wrong = BotApi::new(
@@ -232,6 +250,10 @@ async fn the_token_never_appears_in_errors_debug_or_logs() {
         .collect::<String>()
         + &format!("{:?} {:?}", env.api, BotToken::new(token.clone()).unwrap());
     assert!(text.contains("Unauthorized"), "{text}");
-    assert_no_leak(&[canary.clone()], &text, "API errors and Debug output");
+    assert_no_leak(
+        std::slice::from_ref(&canary),
+        &text,
+        "API errors and Debug output",
+    );
     assert_no_leak(&[canary], &logs(), "captured logs");
 }

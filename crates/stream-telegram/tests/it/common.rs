@@ -36,7 +36,9 @@ struct Capture;
 
 impl Write for Capture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        LOGS.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(buf);
+        LOGS.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {

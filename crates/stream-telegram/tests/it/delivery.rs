@@ -13,8 +13,7 @@ use stream_core::text::{Label, ReplyText};
 use stream_core::{Authorship, EventId, NewEvent, SourceName};
 use stream_store::EventQuery;
 use stream_telegram::{
-    DeliveryError, DeliveryOptions, Ingress, PollMode, PollingOptions, deliver_pending,
-    run_polling,
+    DeliveryError, DeliveryOptions, Ingress, PollMode, PollingOptions, deliver_pending, run_polling,
 };
 use stream_testkit::canary::{Canary, assert_no_leak};
 use stream_testkit::telegram::Fault;
@@ -31,9 +30,14 @@ async fn inbound(env: &Env, ingress: &Ingress, message_ids: &[i64]) -> Vec<(Even
         m["message_id"] = json!(id);
         env.fake.push_update(message_update(m));
     }
-    run_polling(ingress, &PollingOptions::default(), PollMode::Drain, std::future::pending())
-        .await
-        .unwrap();
+    run_polling(
+        ingress,
+        &PollingOptions::default(),
+        PollMode::Drain,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
     env.messages()
         .into_iter()
         .map(|(e, m)| (e.id().clone(), m.message_id))
@@ -93,7 +97,11 @@ async fn outputs_are_sent_as_replies_and_receipted_once() {
     let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
         .await
         .unwrap();
-    assert_eq!((report.sent, report.pending, report.failed), (2, 0, 0), "{report:?}");
+    assert_eq!(
+        (report.sent, report.pending, report.failed),
+        (2, 0, 0),
+        "{report:?}"
+    );
 
     let sends = env.fake.calls_of("sendMessage");
     assert_eq!(sends.len(), 2);
@@ -125,8 +133,16 @@ async fn outputs_are_sent_as_replies_and_receipted_once() {
     assert_eq!(event.event.source, tg());
     assert_eq!(event.event.authorship, Authorship::System);
     assert!(event.event.sensitive);
-    assert_eq!(event.event.root.as_ref(), Some(&msgs[0].0), "root = source root");
-    assert_eq!(event.event.parent.as_ref(), Some(&out_a), "parent = the output");
+    assert_eq!(
+        event.event.root.as_ref(),
+        Some(&msgs[0].0),
+        "root = source root"
+    );
+    assert_eq!(
+        event.event.parent.as_ref(),
+        Some(&out_a),
+        "parent = the output"
+    );
     assert_eq!(all[1].1.output_event_id, out_b);
     assert_eq!(
         event.id(),
@@ -158,7 +174,10 @@ async fn message_id_zero_is_not_a_delivery() {
     let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
         .await
         .unwrap();
-    assert_eq!((report.sent, report.not_delivered, report.pending), (0, 1, 1));
+    assert_eq!(
+        (report.sent, report.not_delivered, report.pending),
+        (0, 1, 1)
+    );
     assert!(receipts(&env).is_empty());
     let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
         .await
@@ -185,14 +204,18 @@ async fn a_failed_receipt_means_a_resend_and_still_one_receipt() {
     };
     assert!(
         env.fake
-            .wait_until(Duration::from_secs(5), |f| !f.calls_of("sendMessage").is_empty())
+            .wait_until(Duration::from_secs(5), |f| !f
+                .calls_of("sendMessage")
+                .is_empty())
             .await
     );
     let sql = rusqlite::Connection::open(&env.store_path).unwrap();
-    sql.execute_batch("ALTER TABLE events RENAME TO events_away").unwrap();
+    sql.execute_batch("ALTER TABLE events RENAME TO events_away")
+        .unwrap();
     let failed = pass.await.unwrap();
     assert!(matches!(failed, Err(DeliveryError::Store(_))), "{failed:?}");
-    sql.execute_batch("ALTER TABLE events_away RENAME TO events").unwrap();
+    sql.execute_batch("ALTER TABLE events_away RENAME TO events")
+        .unwrap();
     assert!(receipts(&env).is_empty());
 
     let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
@@ -202,7 +225,10 @@ async fn a_failed_receipt_means_a_resend_and_still_one_receipt() {
     assert_eq!(env.fake.calls_of("sendMessage").len(), 2, "sent again");
     let all = receipts(&env);
     assert_eq!(all.len(), 1);
-    assert_eq!((all[0].1.output_event_id.clone(), all[0].1.message_id), (out, 2));
+    assert_eq!(
+        (all[0].1.output_event_id.clone(), all[0].1.message_id),
+        (out, 2)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,7 +248,11 @@ async fn two_racing_deliverers_leave_one_receipt() {
     };
     let (a, b) = (run(), run());
     let (a, b) = (a.await.unwrap().unwrap(), b.await.unwrap().unwrap());
-    assert_eq!(env.fake.calls_of("sendMessage").len(), 2, "both sent (at-least-once)");
+    assert_eq!(
+        env.fake.calls_of("sendMessage").len(),
+        2,
+        "both sent (at-least-once)"
+    );
     assert_eq!(a.sent + b.sent, 1, "{a:?} {b:?}");
     assert_eq!(a.conflicts + b.conflicts, 1, "{a:?} {b:?}");
     assert_eq!(receipts(&env).len(), 1, "never two receipts for one output");

@@ -22,9 +22,14 @@ async fn menu_is_registered_then_announced_unless_skipped() {
             {"command": "correct", "description": "Correct my last reply"},
         ])
     );
-    assert!(env.fake.calls_of("sendMessage").is_empty(), "--skip-help-notice sends nothing");
+    assert!(
+        env.fake.calls_of("sendMessage").is_empty(),
+        "--skip-help-notice sends nothing"
+    );
 
-    let report = register_menu(&env.api, &commands, Some(OWNER)).await.unwrap();
+    let report = register_menu(&env.api, &commands, Some(OWNER))
+        .await
+        .unwrap();
     assert!(report.notice_message_id.is_some());
     let sent = env.fake.calls_of("sendMessage");
     assert_eq!(sent.len(), 1);
@@ -32,7 +37,10 @@ async fn menu_is_registered_then_announced_unless_skipped() {
         sent[0].params,
         json!({"chat_id": OWNER, "text": "The command menu was updated: /focus, /correct."})
     );
-    assert_eq!(notice_text(&commands), "The command menu was updated: /focus, /correct.");
+    assert_eq!(
+        notice_text(&commands),
+        "The command menu was updated: /focus, /correct."
+    );
 }
 
 #[test]
@@ -40,7 +48,7 @@ fn menu_commands_follow_telegrams_rules() {
     assert!(MenuCommand::new(0, "focus_2", "ok").is_ok());
     assert!(MenuCommand::new(0, "Focus", "x").is_err());
     assert!(MenuCommand::new(0, "", "x").is_err());
-    assert!(MenuCommand::new(0, &"a".repeat(33), "x").is_err());
+    assert!(MenuCommand::new(0, "a".repeat(33), "x").is_err());
     assert!(MenuCommand::new(3, "help", " ").is_err());
     assert!(MenuCommand::new(0, "help", "d".repeat(257)).is_err());
 }

@@ -20,8 +20,8 @@ use stream_testkit::canary::{Canary, assert_no_leak};
 use stream_testkit::telegram::Fault;
 
 use crate::common::{
-    BOT_ID, Env, OWNER, STRANGER, bot, fast_options, logs, message_update, messages_in,
-    open_store, owner_command, owner_text, text_from,
+    BOT_ID, Env, OWNER, STRANGER, bot, fast_options, logs, message_update, messages_in, open_store,
+    owner_command, owner_text, text_from,
 };
 
 fn quick() -> PollingOptions {
@@ -65,8 +65,10 @@ async fn polling_stores_owner_messages_before_acknowledging_them() {
     reply["reply_to_message"] =
         json!({"message_id": 3, "chat": {"id": OWNER, "type": "private"}, "date": 1});
     let first = env.fake.push_update(message_update(reply));
-    env.fake
-        .push_update(message_update(text_from(STRANGER, stranger_canary.as_str())));
+    env.fake.push_update(message_update(text_from(
+        STRANGER,
+        stranger_canary.as_str(),
+    )));
     let photo = env.fake.push_update(photo_message(
         json!([
             {"file_id": "ph-s", "file_unique_id": "u-s", "width": 90, "height": 60, "file_size": 43},
@@ -88,12 +90,18 @@ async fn polling_stores_owner_messages_before_acknowledging_them() {
     assert_eq!(event.event.source.as_str(), format!("telegram:{BOT_ID}"));
     assert_eq!(event.event.authorship, Authorship::External);
     assert!(event.event.sensitive);
-    assert_eq!((event.event.root.as_ref(), event.event.parent.as_ref()), (None, None));
+    assert_eq!(
+        (event.event.root.as_ref(), event.event.parent.as_ref()),
+        (None, None)
+    );
     assert_eq!(
         (m.update_id, m.message_id, m.chat_id, m.sender_id, m.date),
         (first, 11, OWNER, OWNER, 1_790_000_100)
     );
-    assert_eq!(m.text.as_ref().unwrap().as_str(), format!("first {owner_canary}"));
+    assert_eq!(
+        m.text.as_ref().unwrap().as_str(),
+        format!("first {owner_canary}")
+    );
     assert_eq!(m.reply_to_message_id, Some(3));
     assert!(m.photo.is_none() && m.command.is_none());
 
@@ -108,11 +116,17 @@ async fn polling_stores_owner_messages_before_acknowledging_them() {
     let (_, m) = &stored[2];
     assert_eq!(m.update_id, command);
     let c = m.command.as_ref().unwrap();
-    assert_eq!((c.name, c.args.as_str()), (BotCommand::Focus, "plan a trip"));
+    assert_eq!(
+        (c.name, c.args.as_str()),
+        (BotCommand::Focus, "plan a trip")
+    );
     assert_eq!(m.text.as_ref().unwrap().as_str(), emoji);
 
     // The offset is the one the last update asked for, persisted.
-    assert_eq!(polling_offset(&*env.store, BOT_ID).unwrap(), Some(command + 1));
+    assert_eq!(
+        polling_offset(&*env.store, BOT_ID).unwrap(),
+        Some(command + 1)
+    );
     // Each getUpdates after the first carries the stored offset, which is
     // what confirms the updates to Telegram.
     let offsets: Vec<Option<i64>> = env
@@ -128,7 +142,7 @@ async fn polling_stores_owner_messages_before_acknowledging_them() {
     let all = env.store.events(&Default::default()).unwrap();
     for e in &all {
         assert_no_leak(
-            &[stranger_canary.clone()],
+            std::slice::from_ref(&stranger_canary),
             &String::from_utf8_lossy(&e.event.payload),
             "stored payloads",
         );
@@ -148,7 +162,10 @@ async fn a_duplicate_update_converges() {
     assert_eq!((report.stored, report.converged), (1, 1), "{report:?}");
     // Delivered again later (by webhook, or after a lost acknowledgement).
     let again = ingress.handle_update(&update, Ack::Caller).await.unwrap();
-    assert!(matches!(again, UpdateOutcome::Converged { .. }), "{again:?}");
+    assert!(
+        matches!(again, UpdateOutcome::Converged { .. }),
+        "{again:?}"
+    );
     assert_eq!(env.messages().len(), 1);
 }
 
@@ -163,9 +180,11 @@ async fn bad_input_is_dropped_and_ingress_keeps_running() {
     broken["chat"] = json!("not a chat");
     env.fake.push_update(message_update(broken));
     // No update_id at all: it cannot move the offset, and must not stop us.
-    env.fake.push_raw(json!({"message": text_from(OWNER, canary.as_str())}));
+    env.fake
+        .push_raw(json!({"message": text_from(OWNER, canary.as_str())}));
     env.fake.push_update(json!({}));
-    env.fake.push_update(json!({"edited_message": text_from(OWNER, canary.as_str())}));
+    env.fake
+        .push_update(json!({"edited_message": text_from(OWNER, canary.as_str())}));
     // Every size over the cap.
     env.fake.push_update(photo_message(
         json!([{"file_id": "big", "file_unique_id": "u-big", "width": 800, "height": 600, "file_size": 5000}]),
@@ -199,14 +218,17 @@ async fn bad_input_is_dropped_and_ingress_keeps_running() {
         "photo-too-large",
         "photo-download-failed",
     ] {
-        assert!(stats.dropped.get(reason).is_some(), "{reason}: {stats:?}");
+        assert!(stats.dropped.contains_key(reason), "{reason}: {stats:?}");
     }
     assert_eq!(stats.dropped.get("malformed"), Some(&2));
     // Nothing of a dropped update reached the store or the logs.
     assert_eq!(env.store.events(&Default::default()).unwrap().len(), 1);
     assert_no_leak(&[canary], &logs(), "captured logs");
     let log = logs();
-    assert!(log.contains("reason=\"photo-too-large\"") || log.contains("reason=photo-too-large"), "reason codes are logged");
+    assert!(
+        log.contains("reason=\"photo-too-large\"") || log.contains("reason=photo-too-large"),
+        "reason codes are logged"
+    );
 }
 
 #[tokio::test]
@@ -216,7 +238,9 @@ async fn freeze_resume_in_polling_mode_loses_no_update() {
     let before = env.fake.push_update(owner_text("before"));
     drain(&ingress).await;
 
-    freeze_ingress(&env.store, &env.api, &IngressMode::Polling).await.unwrap();
+    freeze_ingress(&env.store, &env.api, &IngressMode::Polling)
+        .await
+        .unwrap();
     assert_eq!(ingress.state().await.unwrap(), IngressState::Frozen);
     let calls_at_freeze = env.fake.calls_of("getUpdates").len();
     let while_frozen: Vec<i64> = (0..3)
@@ -225,9 +249,15 @@ async fn freeze_resume_in_polling_mode_loses_no_update() {
 
     // An update fetched just as the freeze commits is neither stored nor acknowledged.
     let raced = json!({"update_id": while_frozen[0], "message": text_from(OWNER, "frozen 0")});
-    let outcome = ingress.handle_update(&raced, Ack::PollingOffset).await.unwrap();
+    let outcome = ingress
+        .handle_update(&raced, Ack::PollingOffset)
+        .await
+        .unwrap();
     assert_eq!(outcome, UpdateOutcome::Frozen);
-    assert_eq!(polling_offset(&*env.store, BOT_ID).unwrap(), Some(before + 1));
+    assert_eq!(
+        polling_offset(&*env.store, BOT_ID).unwrap(),
+        Some(before + 1)
+    );
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let runner = {
@@ -240,11 +270,17 @@ async fn freeze_resume_in_polling_mode_loses_no_update() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(env.fake.calls_of("getUpdates").len(), calls_at_freeze, "no getUpdates while frozen");
+    assert_eq!(
+        env.fake.calls_of("getUpdates").len(),
+        calls_at_freeze,
+        "no getUpdates while frozen"
+    );
     assert_eq!(env.messages().len(), 1);
     assert_eq!(env.fake.pending_updates(), 3);
 
-    resume_ingress(&env.store, &env.api, &IngressMode::Polling).await.unwrap();
+    resume_ingress(&env.store, &env.api, &IngressMode::Polling)
+        .await
+        .unwrap();
     let store = Arc::clone(&env.store);
     assert!(
         env.fake
@@ -256,7 +292,9 @@ async fn freeze_resume_in_polling_mode_loses_no_update() {
     let ids: Vec<i64> = env.messages().iter().map(|(_, m)| m.update_id).collect();
     assert_eq!(ids, [vec![before], while_frozen].concat());
     // A drain while frozen returns at once, without calling getUpdates.
-    freeze_ingress(&env.store, &env.api, &IngressMode::Polling).await.unwrap();
+    freeze_ingress(&env.store, &env.api, &IngressMode::Polling)
+        .await
+        .unwrap();
     let n = env.fake.calls_of("getUpdates").len();
     assert!(drain(&ingress).await.saw_frozen);
     assert_eq!(env.fake.calls_of("getUpdates").len(), n);
@@ -280,8 +318,9 @@ fn child_polling_process() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let store: Arc<dyn Store> =
-            Arc::new(open_store(std::path::Path::new(spec["store"].as_str().unwrap())));
+        let store: Arc<dyn Store> = Arc::new(open_store(std::path::Path::new(
+            spec["store"].as_str().unwrap(),
+        )));
         let api = BotApi::new(
             spec["base_url"].as_str().unwrap(),
             BotToken::new(spec["token"].as_str().unwrap()).unwrap(),
@@ -290,9 +329,14 @@ fn child_polling_process() {
         .unwrap();
         let ingress = Ingress::new(store, api, bot(), IngressConfig::for_owner(OWNER));
         println!("POLLING");
-        run_polling(&ingress, &quick(), PollMode::UntilShutdown, std::future::pending())
-            .await
-            .unwrap();
+        run_polling(
+            &ingress,
+            &quick(),
+            PollMode::UntilShutdown,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
     });
 }
 
@@ -326,8 +370,11 @@ fn spawn_child(env: &Env) -> std::process::Child {
 async fn sigkill_between_commit_and_acknowledgement_loses_and_duplicates_nothing() {
     for hang in ["file", "getUpdates"] {
         let env = Env::start().await;
-        env.fake.add_file("p", "u-p", vec![0xFF, 0xD8, 0xFF, 1, 2, 3]);
-        let first = env.fake.push_update(owner_text("committed before the kill"));
+        env.fake
+            .add_file("p", "u-p", vec![0xFF, 0xD8, 0xFF, 1, 2, 3]);
+        let first = env
+            .fake
+            .push_update(owner_text("committed before the kill"));
         if hang == "file" {
             env.fake.push_update(photo_message(
                 json!([{"file_id": "p", "file_unique_id": "u-p", "width": 4, "height": 3}]),
@@ -336,7 +383,8 @@ async fn sigkill_between_commit_and_acknowledgement_loses_and_duplicates_nothing
             env.fake.inject("file", Fault::Delay { millis: 120_000 });
         } else {
             env.fake.inject("getUpdates", Fault::Delay { millis: 0 });
-            env.fake.inject("getUpdates", Fault::Delay { millis: 120_000 });
+            env.fake
+                .inject("getUpdates", Fault::Delay { millis: 120_000 });
         }
 
         let mut child = spawn_child(&env);
@@ -349,12 +397,20 @@ async fn sigkill_between_commit_and_acknowledgement_loses_and_duplicates_nothing
             })
             .await;
         assert!(hung, "{hang}: the child never reached the kill point");
-        assert_eq!(messages_in(&reader).len(), 1, "{hang}: committed before the kill");
+        assert_eq!(
+            messages_in(&reader).len(),
+            1,
+            "{hang}: committed before the kill"
+        );
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
 
         // The committed update and its offset survived the kill together.
-        assert_eq!(polling_offset(&reader, BOT_ID).unwrap(), Some(first + 1), "{hang}");
+        assert_eq!(
+            polling_offset(&reader, BOT_ID).unwrap(),
+            Some(first + 1),
+            "{hang}"
+        );
 
         // Restart: polling resumes from the stored offset.
         let ingress = env.ingress().await;
@@ -364,10 +420,18 @@ async fn sigkill_between_commit_and_acknowledgement_loses_and_duplicates_nothing
             .iter()
             .map(|c| c.params.get("offset").and_then(Value::as_i64))
             .collect();
-        assert_eq!(after[0], Some(first + 1), "{hang}: restarted from the stored offset");
+        assert_eq!(
+            after[0],
+            Some(first + 1),
+            "{hang}: restarted from the stored offset"
+        );
 
         let ids: Vec<i64> = env.messages().iter().map(|(_, m)| m.update_id).collect();
-        let expected = if hang == "file" { vec![first, first + 1] } else { vec![first] };
+        let expected = if hang == "file" {
+            vec![first, first + 1]
+        } else {
+            vec![first]
+        };
         assert_eq!(ids, expected, "{hang}: nothing lost, nothing twice");
         assert_eq!(env.fake.pending_updates(), 0, "{hang}");
         let _ = reader.control(&polling_offset_key(BOT_ID)).unwrap();
