@@ -206,3 +206,49 @@ pub fn admit(update: &Value, owner_user_id: i64, bot_username: &str) -> Result<A
         command,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "\\PC{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("update_id".to_owned()),
+                        Just("message".to_owned()),
+                        Just("chat".to_owned()),
+                        Just("from".to_owned()),
+                        Just("text".to_owned()),
+                        Just("entities".to_owned()),
+                        Just("photo".to_owned()),
+                        "[a-z_]{1,8}",
+                    ],
+                    inner,
+                    0..5,
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Any JSON at all: admission answers, never panics, and admits only
+        /// the owner.
+        #[test]
+        fn arbitrary_updates_never_panic(update in json_value()) {
+            if let Ok(admitted) = admit(&update, 7, "OurBot") {
+                prop_assert_eq!((admitted.sender_id, admitted.chat_id), (7, 7));
+            }
+        }
+    }
+}

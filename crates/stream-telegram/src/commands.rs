@@ -68,6 +68,29 @@ pub fn parse_command(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever offsets Telegram (or an attacker) sends, parsing never
+        /// panics and only ever slices at character boundaries.
+        #[test]
+        fn arbitrary_entities_never_panic(
+            text in "\\PC{0,24}",
+            spans in proptest::collection::vec((0usize..40, 0usize..40), 0..4),
+        ) {
+            let entities: Vec<MessageEntity> = spans
+                .iter()
+                .map(|&(offset, length)| MessageEntity { kind: "bot_command".into(), offset, length })
+                .collect();
+            let _ = parse_command(&text, &entities, "OurBot");
+            for &(offset, _) in &spans {
+                if let Some(byte) = utf16_to_byte(&text, offset) {
+                    prop_assert!(text.is_char_boundary(byte));
+                    prop_assert_eq!(text[..byte].encode_utf16().count(), offset);
+                }
+            }
+        }
+    }
 
     #[test]
     fn utf16_offsets_map_to_byte_indices() {

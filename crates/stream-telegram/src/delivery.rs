@@ -11,6 +11,9 @@
 //! written. A `message_id` of 0 (scheduled, not sent) is not a delivery and
 //! leaves the output pending.
 //!
+//! A refused output (Telegram's 4xx) stays pending and the pass goes on
+//! with the next ones; a rate limit or an outage ends the pass.
+//!
 //! A per-source watermark (`telegram-delivery-watermark:<bot-id>`) remembers
 //! up to which `seq` every output is settled, so a pass does not re-read
 //! the whole history.
@@ -24,7 +27,7 @@ use stream_core::payload::{DeliveryReceipt, MessageObservation, MessageReceived}
 use stream_core::{EventError, EventId, NewEvent, Payload, SourceName, StoredEvent};
 use stream_store::{AppendOutcome, EventQuery, Read, Store, StoreError};
 
-use crate::client::BotApi;
+use crate::client::{ApiError, BotApi};
 
 /// The control key of a bot's delivery watermark.
 pub fn delivery_watermark_key(telegram_source: &SourceName) -> String {
@@ -295,13 +298,19 @@ pub async fn deliver_pending(
                 sends += 1;
                 let delivered =
                     send_one(store, api, telegram_source, &pending, &mut report).await?;
-                if !delivered {
-                    report.pending += 1;
-                    if report.last_error.is_some() && report.failed > 0 {
+                match delivered {
+                    Sent::Settled => true,
+                    Sent::Pending => {
+                        report.pending += 1;
+                        false
+                    }
+                    Sent::Unavailable => {
+                        // Rate limits and outages affect every output: end the pass.
+                        report.pending += 1;
                         stop = true;
+                        false
                     }
                 }
-                delivered
             }
         };
         if settled && !blocked.contains(&source) {
@@ -325,15 +334,24 @@ pub async fn deliver_pending(
     Ok(report)
 }
 
-/// Sends one output and appends its receipt. `Ok(true)` when the output is
-/// now settled.
+/// What one send achieved.
+enum Sent {
+    /// Receipted (now or by another deliverer).
+    Settled,
+    /// Still pending: `message_id` 0, or Telegram refused this one output.
+    Pending,
+    /// Still pending, and Telegram is unavailable for now.
+    Unavailable,
+}
+
+/// Sends one output and appends its receipt.
 async fn send_one(
     store: &Arc<dyn Store>,
     api: &BotApi,
     telegram_source: &SourceName,
     pending: &Pending,
     report: &mut DeliveryReport,
-) -> Result<bool, DeliveryError> {
+) -> Result<Sent, DeliveryError> {
     let sent = match api
         .send_message(
             pending.output.chat_id,
@@ -351,7 +369,18 @@ async fn send_one(
                 error = %e,
                 "sendMessage failed; output stays pending"
             );
-            return Ok(false);
+            return Ok(match e {
+                ApiError::RateLimited { .. }
+                | ApiError::Server { .. }
+                | ApiError::Timeout { .. }
+                | ApiError::Transport { .. } => Sent::Unavailable,
+                ApiError::Refused { .. }
+                | ApiError::Malformed { .. }
+                | ApiError::TooLarge { .. }
+                | ApiError::UnsafeFilePath
+                | ApiError::BaseUrl
+                | ApiError::ClientBuild => Sent::Pending,
+            });
         }
     };
     if sent.message_id == 0 {
@@ -360,7 +389,7 @@ async fn send_one(
             output = pending.output_id.short(16),
             "sendMessage answered message_id 0 (not sent); output stays pending"
         );
-        return Ok(false);
+        return Ok(Sent::Pending);
     }
     let receipt = DeliveryReceipt {
         output_event_id: pending.output_id.clone(),
@@ -408,5 +437,5 @@ async fn send_one(
             );
         }
     }
-    Ok(true)
+    Ok(Sent::Settled)
 }

@@ -50,9 +50,18 @@ async fn requests_on_the_wire_match_the_golden_params() {
     let env = Env::start().await;
     env.fake.add_file("file-1", "u-1", vec![1, 2, 3]);
     let secret = WebhookSecret::new("s3cret").unwrap();
+    // One queued update (id 1000), so the long poll answers at once and the
+    // offset 1001 below confirms it.
+    env.fake.push_update(crate::common::owner_text("x"));
     env.api.get_me().await.unwrap();
-    env.api.get_updates(None, 100, 25).await.unwrap();
-    env.api.get_updates(Some(1001), 100, 0).await.unwrap();
+    assert_eq!(env.api.get_updates(None, 100, 25).await.unwrap().len(), 1);
+    assert!(
+        env.api
+            .get_updates(Some(1001), 100, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     env.api
         .set_webhook("https://bot.example/telegram/webhook", &secret)
         .await
@@ -256,4 +265,72 @@ async fn the_token_never_appears_in_errors_debug_or_logs() {
         "API errors and Debug output",
     );
     assert_no_leak(&[canary], &logs(), "captured logs");
+}
+
+/// The fake as a process (`stream-fake-telegram`), driven through `/_fake/`.
+#[tokio::test]
+async fn the_fake_binary_serves_the_same_api() {
+    use std::io::BufRead as _;
+    let path = stream_testkit::bin::binary("stream-testkit", "stream-fake-telegram").unwrap();
+    let token = "777:binary_token";
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut child = crate::common::KillOnDrop(
+        std::process::Command::new(path)
+            .args(["--token", token, "--bot-id", "777", "--username", "BinBot"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line.trim().strip_prefix("base_url=").unwrap().to_owned();
+    let http = reqwest::Client::new();
+    let pushed: Value = serde_json::from_slice(
+        &http
+            .post(format!("{base}/_fake/updates"))
+            .body(crate::common::owner_text("from outside").to_string())
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    http.post(format!("{base}/_fake/faults"))
+        .body(
+            json!({"method": "getMe", "fault": {"kind": "server-error", "status": 502}})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let api = BotApi::new(&base, BotToken::new(token).unwrap(), fast_options()).unwrap();
+    assert_eq!(
+        api.get_me().await.unwrap().username.as_deref(),
+        Some("BinBot")
+    );
+    let updates = api.get_updates(None, 10, 0).await.unwrap();
+    assert_eq!(updates[0]["update_id"], pushed["result"]["update_id"]);
+    let calls: Value = serde_json::from_slice(
+        &http
+            .get(format!("{base}/_fake/calls"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let methods: Vec<&str> = calls["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(methods, ["getMe", "getMe", "getUpdates"]);
 }

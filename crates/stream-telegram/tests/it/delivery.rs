@@ -282,3 +282,59 @@ async fn outputs_rooted_elsewhere_are_not_sent() {
     assert!(env.fake.calls_of("sendMessage").is_empty());
     let _ = env.store.control("x");
 }
+
+#[tokio::test]
+async fn a_refused_output_does_not_block_the_next_ones() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[31, 32]).await;
+    let (first, _) = output(&env, &msgs[0].0, OWNER, "refused once");
+    let (second, _) = output(&env, &msgs[1].0, OWNER, "fine");
+    env.fake.inject(
+        "sendMessage",
+        Fault::Refuse {
+            code: 400,
+            description: "Bad Request: message is too long".into(),
+        },
+    );
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.sent, report.failed, report.pending),
+        (1, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(report.last_error, Some("refused"));
+    let got: Vec<EventId> = receipts(&env)
+        .into_iter()
+        .map(|(_, r)| r.output_event_id)
+        .collect();
+    assert_eq!(got, vec![second.clone()]);
+    // A rate limit beyond the client's patience ends the pass.
+    output(
+        &env,
+        &inbound(&env, &ingress, &[33]).await[2].0,
+        OWNER,
+        "later",
+    );
+    env.fake
+        .inject("sendMessage", Fault::RateLimit { retry_after: 3600 });
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.sent, report.pending, report.last_error),
+        (0, 2, Some("rate-limited"))
+    );
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.sent, report.pending), (2, 0));
+    let mut got: Vec<EventId> = receipts(&env)
+        .into_iter()
+        .map(|(_, r)| r.output_event_id)
+        .collect();
+    got.sort();
+    assert!(got.contains(&first) && got.len() == 3);
+}

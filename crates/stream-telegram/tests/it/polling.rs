@@ -20,8 +20,8 @@ use stream_testkit::canary::{Canary, assert_no_leak};
 use stream_testkit::telegram::Fault;
 
 use crate::common::{
-    BOT_ID, Env, OWNER, STRANGER, bot, fast_options, logs, message_update, messages_in, open_store,
-    owner_command, owner_text, text_from,
+    BOT_ID, Env, KillOnDrop, OWNER, STRANGER, bot, fast_options, logs, message_update, messages_in,
+    open_store, owner_command, owner_text, text_from,
 };
 
 fn quick() -> PollingOptions {
@@ -340,7 +340,7 @@ fn child_polling_process() {
     });
 }
 
-fn spawn_child(env: &Env) -> std::process::Child {
+fn spawn_child(env: &Env) -> KillOnDrop {
     let spec = json!({
         "store": env.store_path,
         "base_url": env.fake.base_url(),
@@ -359,7 +359,7 @@ fn spawn_child(env: &Env) -> std::process::Child {
         line.clear();
         assert_ne!(reader.read_line(&mut line).unwrap(), 0, "the child exited");
     }
-    child
+    KillOnDrop(child)
 }
 
 /// "A kill between store and acknowledgement loses nothing and duplicates
@@ -402,8 +402,8 @@ async fn sigkill_between_commit_and_acknowledgement_loses_and_duplicates_nothing
             1,
             "{hang}: committed before the kill"
         );
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        child.0.kill().unwrap(); // SIGKILL
+        child.0.wait().unwrap();
 
         // The committed update and its offset survived the kill together.
         assert_eq!(
