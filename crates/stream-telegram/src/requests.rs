@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use crate::wire::MenuCommand;
 
 /// One Bot API call: `POST <base>/bot<token>/<method>` with `params` as JSON.
-#[derive(Debug, Clone, PartialEq)]
+/// Its `Debug` shows the method only: the parameters may hold message text.
+#[derive(Clone, PartialEq)]
 pub struct ApiRequest {
     /// The method, e.g. `sendMessage`.
     pub method: &'static str,
@@ -17,6 +18,14 @@ pub struct ApiRequest {
     /// How long to wait for the answer, when it differs from the client's default
     /// (a long poll waits longer).
     pub timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for ApiRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiRequest")
+            .field("method", &self.method)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ApiRequest {
