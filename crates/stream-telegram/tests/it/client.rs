@@ -148,7 +148,7 @@ async fn server_errors_dropped_connections_and_slow_answers_are_retried() {
 
     // A slow answer is a timeout, retried with the same bound.
     let mut options = fast_options();
-    options.request_timeout = Duration::from_millis(300);
+    options.request_timeout = Duration::from_millis(500);
     let api = BotApi::new(
         &env.fake.base_url(),
         BotToken::new(env.token.clone()).unwrap(),
@@ -156,9 +156,12 @@ async fn server_errors_dropped_connections_and_slow_answers_are_retried() {
     )
     .unwrap();
     env.fake
-        .inject("getWebhookInfo", Fault::Delay { millis: 1500 });
+        .inject("getWebhookInfo", Fault::Delay { millis: 3000 });
     api.get_webhook_info().await.unwrap();
-    assert_eq!(env.fake.calls_of("getWebhookInfo").len(), 2);
+    // At least one retry after the slow answer (more only on a very loaded machine).
+    let calls = env.fake.calls_of("getWebhookInfo");
+    assert!(calls.len() >= 2, "{calls:?}");
+    assert_eq!(calls[0].fault, Some(Fault::Delay { millis: 3000 }));
 }
 
 #[tokio::test]
