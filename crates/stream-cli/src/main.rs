@@ -49,6 +49,8 @@ enum Command {
     DeclarationCheck(cmd::declaration_check::Args),
     /// Record the context root's files as immutable document versions.
     Scan(cmd::scan::Args),
+    /// Register the active declaration's commands as the bot's Telegram menu.
+    TelegramMenuRegister(cmd::telegram_menu_register::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -76,6 +78,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::TrainingExport(args) => cmd::export::run_external(&ctx, args),
         Command::DeclarationCheck(args) => cmd::declaration_check::run(args),
         Command::Scan(args) => cmd::scan::run(&ctx, args),
+        Command::TelegramMenuRegister(args) => cmd::telegram_menu_register::run(&ctx, args),
     }
 }
 

@@ -2,7 +2,9 @@
 //!
 //! Owns: [`canary`] strings that must never appear where sensitive text is
 //! forbidden, and [`bin`], which finds (building if needed) the workspace's
-//! real binaries so end-to-end tests run them as a user would.
+//! real binaries so end-to-end tests run them as a user would; [`telegram`],
+//! a loopback fake of the Telegram Bot API (also the `stream-fake-telegram`
+//! binary).
 //!
 //! Nothing in production code may depend on this crate.
 
@@ -10,3 +12,4 @@
 
 pub mod bin;
 pub mod canary;
+pub mod telegram;

@@ -8,3 +8,4 @@ mod common;
 mod decisions;
 mod documents;
 mod foundation;
+mod telegram_menu;

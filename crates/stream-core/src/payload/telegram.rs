@@ -88,7 +88,8 @@ pub struct MessageReceived {
     pub photo: Option<PhotoRef>,
     /// The message this one replies to, if any.
     pub reply_to_message_id: Option<i64>,
-    /// A command of ours, if the message starts with one.
+    /// A command of ours: the message's first `bot_command` entity, when it
+    /// names one of ours (see `stream_telegram::commands`).
     pub command: Option<CommandRef>,
 }
 

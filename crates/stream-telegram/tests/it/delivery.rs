@@ -1,0 +1,340 @@
+//! The delivery outbox: replies sent to the trigger, receipt fields,
+//! `message_id` 0, at-least-once across a failed receipt, never two receipts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use stream_core::ids::derive_run_id;
+use stream_core::payload::{
+    DeliveryReceipt, MessageObservation, OutputContract, TextOrigin, ThinkingMarker,
+};
+use stream_core::text::{Label, ReplyText};
+use stream_core::{Authorship, EventId, NewEvent, SourceName};
+use stream_store::EventQuery;
+use stream_telegram::{
+    DeliveryError, DeliveryOptions, Ingress, PollMode, PollingOptions, deliver_pending, run_polling,
+};
+use stream_testkit::canary::{Canary, assert_no_leak};
+use stream_testkit::telegram::Fault;
+
+use crate::common::{BOT_ID, Env, OWNER, logs, message_update, text_from};
+
+const AGENT: &str = "telegram-conversation";
+
+/// Stores owner messages through real polling and returns their event ids
+/// and message ids.
+async fn inbound(env: &Env, ingress: &Ingress, message_ids: &[i64]) -> Vec<(EventId, i64)> {
+    for (i, id) in message_ids.iter().enumerate() {
+        let mut m = text_from(OWNER, &format!("question {i}"));
+        m["message_id"] = json!(id);
+        env.fake.push_update(message_update(m));
+    }
+    run_polling(
+        ingress,
+        &PollingOptions::default(),
+        PollMode::Drain,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    env.messages()
+        .into_iter()
+        .map(|(e, m)| (e.id().clone(), m.message_id))
+        .collect()
+}
+
+/// Appends the canonical output of a run on `trigger`, as settlement would.
+fn output(env: &Env, trigger: &EventId, chat_id: i64, text: &str) -> (EventId, MessageObservation) {
+    let run_id = derive_run_id(AGENT, 18, trigger).unwrap();
+    let payload = MessageObservation {
+        run_id,
+        agent_id: Label::new(AGENT).unwrap(),
+        agent_version: 18,
+        trigger_event_id: trigger.clone(),
+        chat_id,
+        output_contract: OutputContract::ConversationText1,
+        text: ReplyText::new(text).unwrap(),
+        origin: TextOrigin::Model,
+        thinking: ThinkingMarker::None,
+    };
+    let event = NewEvent::build(
+        &SourceName::agent(AGENT).unwrap(),
+        Some(trigger),
+        Some(trigger),
+        &payload,
+    )
+    .unwrap();
+    env.store.append(&event).unwrap();
+    (event.id, payload)
+}
+
+fn receipts(env: &Env) -> Vec<(stream_core::StoredEvent, DeliveryReceipt)> {
+    env.store
+        .events(&EventQuery::of_type("stream.telegram.delivery.receipt"))
+        .unwrap()
+        .into_iter()
+        .map(|e| {
+            let r = e.decode::<DeliveryReceipt>().unwrap();
+            (e, r)
+        })
+        .collect()
+}
+
+fn tg() -> SourceName {
+    SourceName::telegram(BOT_ID)
+}
+
+#[tokio::test]
+async fn outputs_are_sent_as_replies_and_receipted_once() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[21, 22]).await;
+    let canary = Canary::new("reply");
+    let (out_a, payload_a) = output(&env, &msgs[0].0, OWNER, &format!("answer {canary}"));
+    let (out_b, _) = output(&env, &msgs[1].0, OWNER, "second answer");
+
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.sent, report.pending, report.failed),
+        (2, 0, 0),
+        "{report:?}"
+    );
+
+    let sends = env.fake.calls_of("sendMessage");
+    assert_eq!(sends.len(), 2);
+    assert_eq!(
+        sends[0].params,
+        json!({
+            "chat_id": OWNER,
+            "text": format!("answer {canary}"),
+            "reply_parameters": {"message_id": 21, "allow_sending_without_reply": true},
+        })
+    );
+    assert_eq!(sends[1].params["reply_parameters"]["message_id"], json!(22));
+
+    let all = receipts(&env);
+    assert_eq!(all.len(), 2);
+    let (event, receipt) = &all[0];
+    assert_eq!(
+        receipt,
+        &DeliveryReceipt {
+            output_event_id: out_a.clone(),
+            run_id: payload_a.run_id.clone(),
+            chat_id: OWNER,
+            message_id: 1,
+            date: env.fake.config().date,
+            root_sender_id: OWNER,
+            source_root_event_id: msgs[0].0.clone(),
+        }
+    );
+    assert_eq!(event.event.source, tg());
+    assert_eq!(event.event.authorship, Authorship::System);
+    assert!(event.event.sensitive);
+    assert_eq!(
+        event.event.root.as_ref(),
+        Some(&msgs[0].0),
+        "root = source root"
+    );
+    assert_eq!(
+        event.event.parent.as_ref(),
+        Some(&out_a),
+        "parent = the output"
+    );
+    assert_eq!(all[1].1.output_event_id, out_b);
+    assert_eq!(
+        event.id(),
+        &stream_telegram::delivery::receipt_id(&tg(), &out_a).unwrap(),
+        "the receipt id derives from the output id"
+    );
+
+    // A second pass sends nothing.
+    let again = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((again.sent, again.pending), (0, 0));
+    assert_eq!(env.fake.calls_of("sendMessage").len(), 2);
+    assert_no_leak(&[canary], &logs(), "captured logs");
+}
+
+#[tokio::test]
+async fn message_id_zero_is_not_a_delivery() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[5]).await;
+    output(&env, &msgs[0].0, OWNER, "scheduled?");
+    env.fake.inject(
+        "sendMessage",
+        Fault::Respond {
+            result: json!({"message_id": 0, "chat": {"id": OWNER, "type": "private"}, "date": 1}),
+        },
+    );
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.sent, report.not_delivered, report.pending),
+        (0, 1, 1)
+    );
+    assert!(receipts(&env).is_empty());
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.sent, 1);
+    assert_ne!(receipts(&env)[0].1.message_id, 0);
+}
+
+/// "At-least-once across crashes": the receipt cannot be written after a
+/// successful send; the next pass sends again and receipts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_receipt_means_a_resend_and_still_one_receipt() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[7]).await;
+    let (out, _) = output(&env, &msgs[0].0, OWNER, "resend me");
+    env.fake.inject("sendMessage", Fault::Delay { millis: 500 });
+    let pass = {
+        let store = Arc::clone(&env.store);
+        let api = env.api.clone();
+        tokio::spawn(async move {
+            deliver_pending(&store, &api, &tg(), &DeliveryOptions::default()).await
+        })
+    };
+    assert!(
+        env.fake
+            .wait_until(Duration::from_secs(5), |f| !f
+                .calls_of("sendMessage")
+                .is_empty())
+            .await
+    );
+    let sql = rusqlite::Connection::open(&env.store_path).unwrap();
+    sql.execute_batch("ALTER TABLE events RENAME TO events_away")
+        .unwrap();
+    let failed = pass.await.unwrap();
+    assert!(matches!(failed, Err(DeliveryError::Store(_))), "{failed:?}");
+    sql.execute_batch("ALTER TABLE events_away RENAME TO events")
+        .unwrap();
+    assert!(receipts(&env).is_empty());
+
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.sent, 1);
+    assert_eq!(env.fake.calls_of("sendMessage").len(), 2, "sent again");
+    let all = receipts(&env);
+    assert_eq!(all.len(), 1);
+    assert_eq!(
+        (all[0].1.output_event_id.clone(), all[0].1.message_id),
+        (out, 2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_racing_deliverers_leave_one_receipt() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[8]).await;
+    output(&env, &msgs[0].0, OWNER, "raced");
+    env.fake.inject("sendMessage", Fault::Delay { millis: 300 });
+    env.fake.inject("sendMessage", Fault::Delay { millis: 300 });
+    let run = || {
+        let store = Arc::clone(&env.store);
+        let api = env.api.clone();
+        tokio::spawn(async move {
+            deliver_pending(&store, &api, &tg(), &DeliveryOptions::default()).await
+        })
+    };
+    let (a, b) = (run(), run());
+    let (a, b) = (a.await.unwrap().unwrap(), b.await.unwrap().unwrap());
+    assert_eq!(
+        env.fake.calls_of("sendMessage").len(),
+        2,
+        "both sent (at-least-once)"
+    );
+    assert_eq!(a.sent + b.sent, 1, "{a:?} {b:?}");
+    assert_eq!(a.conflicts + b.conflicts, 1, "{a:?} {b:?}");
+    assert_eq!(receipts(&env).len(), 1, "never two receipts for one output");
+}
+
+#[tokio::test]
+async fn outputs_rooted_elsewhere_are_not_sent() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[9]).await;
+    // An output whose chat differs from its trigger's: never sent anywhere.
+    output(&env, &msgs[0].0, OWNER + 1, "wrong chat");
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.sent, report.skipped), (0, 1));
+    // Another bot's deliverer sees it as not its own.
+    let other = deliver_pending(
+        &env.store,
+        &env.api,
+        &SourceName::telegram(BOT_ID + 1),
+        &DeliveryOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((other.sent, other.skipped), (0, 1));
+    assert!(env.fake.calls_of("sendMessage").is_empty());
+    let _ = env.store.control("x");
+}
+
+#[tokio::test]
+async fn a_refused_output_does_not_block_the_next_ones() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[31, 32]).await;
+    let (first, _) = output(&env, &msgs[0].0, OWNER, "refused once");
+    let (second, _) = output(&env, &msgs[1].0, OWNER, "fine");
+    env.fake.inject(
+        "sendMessage",
+        Fault::Refuse {
+            code: 400,
+            description: "Bad Request: message is too long".into(),
+        },
+    );
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.sent, report.failed, report.pending),
+        (1, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(report.last_error, Some("refused"));
+    let got: Vec<EventId> = receipts(&env)
+        .into_iter()
+        .map(|(_, r)| r.output_event_id)
+        .collect();
+    assert_eq!(got, vec![second.clone()]);
+    // A rate limit beyond the client's patience ends the pass.
+    output(
+        &env,
+        &inbound(&env, &ingress, &[33]).await[2].0,
+        OWNER,
+        "later",
+    );
+    env.fake
+        .inject("sendMessage", Fault::RateLimit { retry_after: 3600 });
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.sent, report.pending, report.last_error),
+        (0, 2, Some("rate-limited"))
+    );
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.sent, report.pending), (2, 0));
+    let mut got: Vec<EventId> = receipts(&env)
+        .into_iter()
+        .map(|(_, r)| r.output_event_id)
+        .collect();
+    got.sort();
+    assert!(got.contains(&first) && got.len() == 3);
+}
