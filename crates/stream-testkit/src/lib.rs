@@ -10,3 +10,5 @@
 
 pub mod bin;
 pub mod canary;
+pub mod packets;
+pub mod provider;
