@@ -1,0 +1,223 @@
+//! `stream-sandbox-probe`: enters the sandbox, attempts one operation, and
+//! prints one line of JSON saying what happened. Used by this crate's tests
+//! and benchmark.
+//!
+//! Usage: `stream-sandbox-probe [--no-sandbox] [--allow-unenforced] OP [ARG]`
+//!
+//! Output: `{"op":…,"ok":bool,"errno":n|null,"value":…,"enforcement":{…}|null}`;
+//! if entering the sandbox fails, `{"op":…,"sandboxError":"…"}` and exit 3.
+//! `echo` prints the line it read and nothing else; `flood` and
+//! `stderr-flood` write until killed; `exec` prints nothing if it succeeds.
+
+use std::ffi::CStr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use serde_json::{Value, json};
+use stream_sandbox::{Policy, enter};
+
+/// What one operation did: success with a value, or a failure with its errno.
+type Outcome = Result<Value, Option<i32>>;
+
+fn io(result: std::io::Result<Value>) -> Outcome {
+    result.map_err(|e| e.raw_os_error())
+}
+
+fn errno() -> Option<i32> {
+    std::io::Error::last_os_error().raw_os_error()
+}
+
+fn arg_number(arg: Option<&str>) -> Option<i32> {
+    arg.and_then(|a| a.parse().ok())
+}
+
+fn run(op: &str, arg: Option<&str>) -> Outcome {
+    match op {
+        "enforcement" => Ok(Value::Null),
+        "open-file" => io(std::fs::File::open(arg.unwrap_or("/etc/hostname")).map(|_| json!(true))),
+        "create-file" => io(
+            std::fs::File::create(arg.unwrap_or("/tmp/stream-sandbox-probe")).map(|_| json!(true)),
+        ),
+        "list-root" => io(std::fs::read_dir("/").map(|d| json!(d.count()))),
+        "read-environ" => io(std::fs::read("/proc/self/environ").map(|b| json!(b.len()))),
+        "env-count" => Ok(json!(std::env::vars_os().count())),
+        "connect" => {
+            let port = arg_number(arg)
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or(None)?;
+            io(TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).map(|_| json!(port)))
+        }
+        "exec" => {
+            let path: &CStr = c"/bin/true";
+            let argv = [path.as_ptr(), std::ptr::null()];
+            let envp = [std::ptr::null()];
+            // SAFETY: NUL-terminated path and NULL-terminated argv/envp arrays
+            // that outlive the call; on success the process image is replaced.
+            unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+            Err(errno())
+        }
+        "fork" => {
+            // SAFETY: the child only calls _exit.
+            match unsafe { libc::fork() } {
+                -1 => Err(errno()),
+                0 => {
+                    // SAFETY: _exit is async-signal-safe.
+                    unsafe { libc::_exit(0) }
+                }
+                child => {
+                    let mut status = 0;
+                    // SAFETY: a live status pointer.
+                    unsafe { libc::waitpid(child, &mut status, 0) };
+                    Ok(json!(child))
+                }
+            }
+        }
+        "ptrace" => {
+            // SAFETY: PTRACE_TRACEME takes no pointers.
+            let rc = unsafe {
+                libc::ptrace(
+                    libc::PTRACE_TRACEME,
+                    0,
+                    std::ptr::null_mut::<libc::c_void>(),
+                    std::ptr::null_mut::<libc::c_void>(),
+                )
+            };
+            if rc == -1 {
+                Err(errno())
+            } else {
+                Ok(json!(rc))
+            }
+        }
+        "inherited-fd" => {
+            let fd = arg_number(arg).ok_or(None)?;
+            let bytes = b"probe-wrote-here";
+            // SAFETY: a live buffer and its length.
+            let rc = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+            if rc == -1 {
+                Err(errno())
+            } else {
+                Ok(json!(rc))
+            }
+        }
+        "alloc" => {
+            let mib = usize::try_from(arg_number(arg).unwrap_or(50)).map_err(|_| None)?;
+            let len = mib << 20;
+            let mut block: Vec<u8> = Vec::new();
+            block.try_reserve_exact(len).map_err(|_| None)?;
+            block.resize(len, 0);
+            for i in (0..len).step_by(4096) {
+                block[i] = 1;
+            }
+            let touched: usize = std::hint::black_box(&block)
+                .iter()
+                .step_by(4096)
+                .map(|b| usize::from(*b))
+                .sum();
+            Ok(json!(touched))
+        }
+        "clock" => {
+            let start = std::time::Instant::now();
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_err(|_| None)?;
+            Ok(
+                json!({"unixNanos": wall.as_nanos().to_string(), "monotonicNanos": start.elapsed().as_nanos().to_string()}),
+            )
+        }
+        "random" => {
+            let mut buf = [0u8; 16];
+            // SAFETY: a live buffer and its length.
+            let rc = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if rc == 16 {
+                Ok(json!(rc))
+            } else {
+                Err(errno())
+            }
+        }
+        "hang" => {
+            let mut sink = Vec::new();
+            io(std::io::stdin().read_to_end(&mut sink).map(|n| json!(n)))
+        }
+        "flood" => flood(&mut std::io::stdout()),
+        "stderr-flood" => flood(&mut std::io::stderr()),
+        _ => Err(None),
+    }
+}
+
+fn flood(out: &mut dyn Write) -> Outcome {
+    let chunk = [b'x'; 64 * 1024];
+    loop {
+        if let Err(e) = out.write_all(&chunk) {
+            return Err(e.raw_os_error());
+        }
+    }
+}
+
+fn echo() -> i32 {
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() {
+        return 1;
+    }
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(line.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return 1;
+    }
+    0
+}
+
+fn print(value: &Value) -> i32 {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{value}").and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(_) => 1,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut sandbox = true;
+    let mut policy = Policy::default();
+    let mut rest = Vec::new();
+    for a in &args {
+        match a.as_str() {
+            "--no-sandbox" => sandbox = false,
+            "--allow-unenforced" => policy.allow_unenforced = true,
+            _ => rest.push(a.as_str()),
+        }
+    }
+    let op = rest.first().copied().unwrap_or("enforcement");
+    let arg = rest.get(1).copied();
+
+    let enforcement = if sandbox {
+        match enter(&policy) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                print(&json!({"op": op, "sandboxError": e.to_string()}));
+                std::process::exit(3);
+            }
+        }
+    } else {
+        None
+    };
+
+    if op == "echo" {
+        std::process::exit(echo());
+    }
+    let outcome = run(op, arg);
+    let (ok, errno, value) = match outcome {
+        Ok(value) => (true, None, value),
+        Err(errno) => (false, errno, Value::Null),
+    };
+    let code = print(&json!({
+        "op": op,
+        "ok": ok,
+        "errno": errno,
+        "value": value,
+        "enforcement": enforcement,
+    }));
+    std::process::exit(code);
+}

@@ -1,0 +1,77 @@
+//! Stage b: resource limits, soft = hard so that they cannot be raised again.
+
+use super::SandboxError;
+use crate::enforcement::RlimitReport;
+use crate::policy::Policy;
+use crate::sys;
+
+/// Fds 0–2 plus the transient Landlock ruleset descriptor.
+const MIN_OPEN_FILES: u64 = 4;
+/// Below this the Rust runtime and a worker cannot even start parsing.
+const MIN_ADDRESS_SPACE: u64 = 64 << 20;
+
+fn set(
+    resource: libc::__rlimit_resource_t,
+    name: &'static str,
+    soft: u64,
+    hard: u64,
+) -> Result<u64, SandboxError> {
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: a pointer to a live rlimit.
+    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+        return Err(SandboxError::Rlimit {
+            resource: name,
+            errno: sys::errno(),
+        });
+    }
+    let mut read = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a pointer to a live rlimit.
+    if unsafe { libc::getrlimit(resource, &mut read) } != 0 {
+        return Err(SandboxError::Rlimit {
+            resource: name,
+            errno: sys::errno(),
+        });
+    }
+    Ok(read.rlim_cur)
+}
+
+pub(super) fn apply(policy: &Policy) -> Result<RlimitReport, SandboxError> {
+    if policy.open_files < MIN_OPEN_FILES {
+        return Err(SandboxError::PolicyTooTight {
+            resource: "RLIMIT_NOFILE",
+            value: policy.open_files,
+            minimum: MIN_OPEN_FILES,
+        });
+    }
+    if policy.address_space_bytes < MIN_ADDRESS_SPACE {
+        return Err(SandboxError::PolicyTooTight {
+            resource: "RLIMIT_AS",
+            value: policy.address_space_bytes,
+            minimum: MIN_ADDRESS_SPACE,
+        });
+    }
+    if policy.cpu_seconds == 0 {
+        return Err(SandboxError::PolicyTooTight {
+            resource: "RLIMIT_CPU",
+            value: 0,
+            minimum: 1,
+        });
+    }
+    let as_bytes = policy.address_space_bytes;
+    let cpu = policy.cpu_seconds;
+    let files = policy.open_files;
+    Ok(RlimitReport {
+        address_space_bytes: set(libc::RLIMIT_AS, "RLIMIT_AS", as_bytes, as_bytes)?,
+        cpu_seconds: set(libc::RLIMIT_CPU, "RLIMIT_CPU", cpu, cpu.saturating_add(1))?,
+        open_files: set(libc::RLIMIT_NOFILE, "RLIMIT_NOFILE", files, files)?,
+        processes: set(libc::RLIMIT_NPROC, "RLIMIT_NPROC", 0, 0)?,
+        file_size_bytes: set(libc::RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, 0)?,
+        core_bytes: set(libc::RLIMIT_CORE, "RLIMIT_CORE", 0, 0)?,
+    })
+}

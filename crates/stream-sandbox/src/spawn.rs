@@ -1,0 +1,604 @@
+//! The parent side: spawning the worker and supervising it.
+//!
+//! One [`WorkerChild`] per worker process. A watchdog thread kills the child
+//! at its wall-clock deadline whatever the parent is doing; every read and
+//! write on the pipes also stops at that deadline. Reads count every byte
+//! that arrives on stdout and kill the child the moment the count passes the
+//! output cap. Kills go through a pidfd, so a reaped child's pid, even if
+//! reused, is never signalled.
+//!
+//! Bytes that pass through here (frames, stderr) may be sensitive: nothing in
+//! this module logs them, and no error or `Debug` output carries them.
+
+use std::ffi::OsStr;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::sys;
+
+/// What happens to the child's stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StderrMode {
+    /// Connected to `/dev/null`.
+    Null,
+    /// Piped and kept, at most `cap` bytes; more kills the child for output.
+    Capture {
+        /// The most stderr bytes kept.
+        cap: usize,
+    },
+}
+
+/// The parent's limits on one worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnLimits {
+    /// From spawn to kill, whatever happens in between.
+    pub wall_clock: Duration,
+    /// The most stdout bytes the child may write in its whole life; one more
+    /// and it is killed.
+    pub output_cap: u64,
+    /// The longest line (frame) [`WorkerChild::read_line`] returns, newline
+    /// excluded; longer kills the child for output.
+    pub line_cap: usize,
+    /// What happens to stderr.
+    pub stderr: StderrMode,
+}
+
+impl Default for SpawnLimits {
+    fn default() -> Self {
+        Self {
+            wall_clock: Duration::from_secs(120),
+            output_cap: 8 << 20,
+            line_cap: 4 << 20,
+            stderr: StderrMode::Null,
+        }
+    }
+}
+
+/// Why the child could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// `fork`/`exec` failed (missing binary, not executable, no
+    /// `close_range`, …).
+    #[error("worker could not be started (errno {errno})")]
+    Start {
+        /// The errno reported by the launch.
+        errno: i32,
+    },
+    /// A pipe of the child was missing after spawn.
+    #[error("worker pipe {which} missing after spawn")]
+    Pipe {
+        /// `stdin`, `stdout` or `stderr`.
+        which: &'static str,
+    },
+    /// Setting up supervision failed; the child has been killed and reaped.
+    #[error("worker supervision could not be set up: {what} (errno {errno})")]
+    Supervise {
+        /// What failed.
+        what: &'static str,
+        /// Its errno.
+        errno: i32,
+    },
+}
+
+/// Why a read, write or wait on the child failed. Never carries the bytes.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ChildIoError {
+    /// The deadline passed; the child has been killed.
+    #[error("worker deadline passed; killed")]
+    TimedOut,
+    /// The child wrote more than the output cap; it has been killed.
+    #[error("worker wrote more than {cap} bytes; killed")]
+    OutputCapExceeded {
+        /// The cap.
+        cap: u64,
+    },
+    /// A line longer than the line cap; the child has been killed.
+    #[error("worker line longer than {cap} bytes; killed")]
+    LineTooLong {
+        /// The cap.
+        cap: usize,
+    },
+    /// Stdout ended in the middle of a line.
+    #[error("worker output ended inside a line of {bytes} bytes")]
+    UnterminatedLine {
+        /// Bytes after the last newline.
+        bytes: usize,
+    },
+    /// A line to send contains a newline (frames are single lines).
+    #[error("line to send contains a newline")]
+    LineContainsNewline,
+    /// The child no longer reads its stdin (it exited or closed it).
+    #[error("worker stdin is closed")]
+    StdinClosed,
+    /// Any other I/O failure.
+    #[error("worker {what} failed (errno {errno})")]
+    Io {
+        /// What failed.
+        what: &'static str,
+        /// Its errno.
+        errno: i32,
+    },
+}
+
+/// How the child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited with this code.
+    Exited {
+        /// The exit code.
+        code: i32,
+    },
+    /// A signal the parent did not send ended it (e.g. `SIGSYS`, `SIGXCPU`,
+    /// `SIGSEGV`, `SIGABRT`).
+    Signaled {
+        /// The signal number.
+        signal: i32,
+    },
+    /// Killed by the parent at the wall-clock or read/wait deadline.
+    KilledForTime,
+    /// Killed by the parent for writing more than the output or line cap.
+    KilledForOutput,
+    /// Killed at the parent's request ([`WorkerChild::kill`] or drop).
+    KilledByParent,
+}
+
+/// The end of a child: how, and what it used (from `wait4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// How it ended.
+    pub ending: Ending,
+    /// Peak resident set size (`ru_maxrss`), KiB.
+    pub peak_rss_kib: u64,
+    /// User CPU time.
+    pub user_cpu: Duration,
+    /// System CPU time.
+    pub system_cpu: Duration,
+}
+
+/// Why the parent killed the child; the first reason recorded wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum KillReason {
+    Time = 1,
+    Output = 2,
+    Parent = 3,
+}
+
+const NO_KILL: u8 = 0;
+
+impl KillReason {
+    fn decode(raw: u8) -> Option<Self> {
+        [Self::Time, Self::Output, Self::Parent]
+            .into_iter()
+            .find(|r| *r as u8 == raw)
+    }
+}
+
+/// The one place that kills the child: records the first reason, then SIGKILL.
+#[derive(Debug)]
+struct Killer {
+    pidfd: OwnedFd,
+    reason: AtomicU8,
+}
+
+impl Killer {
+    fn kill(&self, reason: KillReason) {
+        let _first =
+            self.reason
+                .compare_exchange(NO_KILL, reason as u8, Ordering::SeqCst, Ordering::SeqCst);
+        // ESRCH (already reaped) is the only expected failure and harmless.
+        let _ = sys::pidfd_kill(self.pidfd.as_fd());
+    }
+
+    fn reason(&self) -> Option<KillReason> {
+        KillReason::decode(self.reason.load(Ordering::SeqCst))
+    }
+}
+
+/// A running (or ended) worker. Dropping it kills and reaps the child.
+pub struct WorkerChild {
+    pid: libc::pid_t,
+    killer: Arc<Killer>,
+    stdin: Option<ChildStdin>,
+    stdout: ChildStdout,
+    pending: Vec<u8>,
+    stdout_eof: bool,
+    received: u64,
+    output_cap: u64,
+    line_cap: usize,
+    deadline: Instant,
+    watchdog: Option<(Sender<()>, JoinHandle<()>)>,
+    stderr: Option<Receiver<Vec<u8>>>,
+    stderr_bytes: Vec<u8>,
+    ended: Option<Ended>,
+}
+
+impl std::fmt::Debug for WorkerChild {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerChild")
+            .field("pid", &self.pid)
+            .field("received", &self.received)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Marks every descriptor from 3 up close-on-exec. Runs in the forked child
+/// before `exec`: async-signal-safe, one syscall. (Marking rather than
+/// closing keeps the standard library's own exec-error pipe working.)
+fn inherit_only_stdio() -> std::io::Result<()> {
+    sys::close_range_from(3, libc::CLOSE_RANGE_CLOEXEC).map_err(std::io::Error::from_raw_os_error)
+}
+
+/// Starts `binary` with `args` as a worker: an empty environment, `/` as
+/// working directory, only fds 0–2 (stdin and stdout piped, stderr per
+/// `limits`), and the wall-clock deadline armed.
+pub fn spawn(
+    binary: &Path,
+    args: &[&OsStr],
+    limits: &SpawnLimits,
+) -> Result<WorkerChild, SpawnError> {
+    let started = Instant::now();
+    let mut command = Command::new(binary);
+    command
+        .args(args)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(match limits.stderr {
+            StderrMode::Null => Stdio::null(),
+            StderrMode::Capture { .. } => Stdio::piped(),
+        });
+    // SAFETY: the closure makes one async-signal-safe syscall and allocates
+    // nothing, as code between fork and exec must.
+    unsafe {
+        command.pre_exec(inherit_only_stdio);
+    }
+    let mut child = command.spawn().map_err(|e| SpawnError::Start {
+        errno: e.raw_os_error().unwrap_or(0),
+    })?;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| SpawnError::Supervise {
+        what: "pid out of range",
+        errno: 0,
+    })?;
+
+    // Until the pidfd exists, a failure kills through std (the child is
+    // unreaped, so its pid cannot have been reused).
+    let fail = |child: &mut std::process::Child, what: &'static str, errno: i32| {
+        let _ = child.kill();
+        let _ = child.wait();
+        SpawnError::Supervise { what, errno }
+    };
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(errno) => return Err(fail(&mut child, "pidfd_open", errno)),
+    };
+    let killer = Arc::new(Killer {
+        pidfd,
+        reason: AtomicU8::new(NO_KILL),
+    });
+    let deadline = started + limits.wall_clock;
+
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        killer.kill(KillReason::Parent);
+        let _ = child.wait();
+        return Err(SpawnError::Pipe {
+            which: "stdin/stdout",
+        });
+    };
+    for fd in [stdin.as_fd(), stdout.as_fd()] {
+        if let Err(errno) = sys::set_nonblocking(fd) {
+            return Err(fail(&mut child, "O_NONBLOCK", errno));
+        }
+    }
+
+    let stderr = match limits.stderr {
+        StderrMode::Null => None,
+        StderrMode::Capture { cap } => match child.stderr.take() {
+            Some(pipe) => Some(start_stderr_reader(pipe, cap, killer.clone())),
+            None => return Err(fail(&mut child, "stderr pipe", 0)),
+        },
+    };
+
+    let (stop, stopped) = mpsc::channel::<()>();
+    let dog_killer = killer.clone();
+    let watchdog = std::thread::Builder::new()
+        .name("worker-watchdog".into())
+        .spawn(move || {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match stopped.recv_timeout(wait) {
+                Err(RecvTimeoutError::Timeout) => dog_killer.kill(KillReason::Time),
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => {}
+            }
+        });
+    let watchdog = match watchdog {
+        Ok(handle) => handle,
+        Err(e) => {
+            return Err(fail(
+                &mut child,
+                "watchdog thread",
+                e.raw_os_error().unwrap_or(0),
+            ));
+        }
+    };
+
+    Ok(WorkerChild {
+        pid,
+        killer,
+        stdin: Some(stdin),
+        stdout,
+        pending: Vec::new(),
+        stdout_eof: false,
+        received: 0,
+        output_cap: limits.output_cap,
+        line_cap: limits.line_cap,
+        deadline,
+        watchdog: Some((stop, watchdog)),
+        stderr,
+        stderr_bytes: Vec::new(),
+        ended: None,
+    })
+}
+
+/// Reads stderr on its own thread (so a chatty child never blocks on a full
+/// pipe), keeps at most `cap` bytes, and kills the child for output past it.
+fn start_stderr_reader(
+    mut pipe: ChildStderr,
+    cap: usize,
+    killer: Arc<Killer>,
+) -> Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    let reader = move || {
+        let mut kept = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            match pipe.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if kept.len() + n > cap {
+                        let room = cap - kept.len();
+                        kept.extend_from_slice(&chunk[..room]);
+                        killer.kill(KillReason::Output);
+                        break;
+                    }
+                    kept.extend_from_slice(&chunk[..n]);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(kept);
+    };
+    // Without a thread, stderr is simply dropped (the child then gets EPIPE);
+    // supervision does not depend on it.
+    let _ = std::thread::Builder::new()
+        .name("worker-stderr".into())
+        .spawn(reader);
+    rx
+}
+
+impl WorkerChild {
+    /// The child's process id.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Bytes received on stdout so far.
+    pub fn bytes_received(&self) -> u64 {
+        self.received
+    }
+
+    fn violate(&self, reason: KillReason) {
+        self.killer.kill(reason);
+    }
+
+    /// Writes `line` and a newline to the child's stdin, waiting for room at
+    /// most until the wall-clock deadline (then the child is killed).
+    pub fn write_line(&mut self, line: &[u8]) -> Result<(), ChildIoError> {
+        if line.contains(&b'\n') {
+            return Err(ChildIoError::LineContainsNewline);
+        }
+        self.write_all(line)?;
+        self.write_all(b"\n")
+    }
+
+    fn write_all(&mut self, mut bytes: &[u8]) -> Result<(), ChildIoError> {
+        let deadline = self.deadline;
+        while !bytes.is_empty() {
+            let stdin = self.stdin.as_mut().ok_or(ChildIoError::StdinClosed)?;
+            match stdin.write(bytes) {
+                Ok(0) => return Err(ChildIoError::StdinClosed),
+                Ok(n) => bytes = &bytes[n..],
+                Err(e) => match e.kind() {
+                    ErrorKind::WouldBlock => {
+                        let ready = sys::poll_until(stdin.as_fd(), libc::POLLOUT, deadline)
+                            .map_err(|errno| ChildIoError::Io {
+                                what: "poll stdin",
+                                errno,
+                            })?;
+                        if !ready {
+                            self.violate(KillReason::Time);
+                            return Err(ChildIoError::TimedOut);
+                        }
+                    }
+                    ErrorKind::Interrupted => {}
+                    ErrorKind::BrokenPipe => return Err(ChildIoError::StdinClosed),
+                    _ => {
+                        return Err(ChildIoError::Io {
+                            what: "write stdin",
+                            errno: e.raw_os_error().unwrap_or(0),
+                        });
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the child's stdin (it then reads end-of-file).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Reads one line from the child's stdout, without its newline, waiting at
+    /// most `max_wait` (and never past the wall-clock deadline). `Ok(None)` at
+    /// end of output. Passing the wait, the output cap or the line cap kills
+    /// the child.
+    pub fn read_line(&mut self, max_wait: Duration) -> Result<Option<Vec<u8>>, ChildIoError> {
+        let deadline = (Instant::now() + max_wait).min(self.deadline);
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
+                if pos > self.line_cap {
+                    self.violate(KillReason::Output);
+                    return Err(ChildIoError::LineTooLong { cap: self.line_cap });
+                }
+                let mut line: Vec<u8> = self.pending.drain(..=pos).collect();
+                line.pop();
+                return Ok(Some(line));
+            }
+            if self.pending.len() > self.line_cap {
+                self.violate(KillReason::Output);
+                return Err(ChildIoError::LineTooLong { cap: self.line_cap });
+            }
+            if self.stdout_eof {
+                return if self.pending.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(ChildIoError::UnterminatedLine {
+                        bytes: self.pending.len(),
+                    })
+                };
+            }
+            let ready =
+                sys::poll_until(self.stdout.as_fd(), libc::POLLIN, deadline).map_err(|errno| {
+                    ChildIoError::Io {
+                        what: "poll stdout",
+                        errno,
+                    }
+                })?;
+            if !ready {
+                self.violate(KillReason::Time);
+                return Err(ChildIoError::TimedOut);
+            }
+            match self.stdout.read(&mut chunk) {
+                Ok(0) => self.stdout_eof = true,
+                Ok(n) => {
+                    self.received = self.received.saturating_add(n as u64);
+                    if self.received > self.output_cap {
+                        self.violate(KillReason::Output);
+                        return Err(ChildIoError::OutputCapExceeded {
+                            cap: self.output_cap,
+                        });
+                    }
+                    self.pending.extend_from_slice(&chunk[..n]);
+                }
+                Err(e) => match e.kind() {
+                    ErrorKind::WouldBlock | ErrorKind::Interrupted => {}
+                    _ => {
+                        return Err(ChildIoError::Io {
+                            what: "read stdout",
+                            errno: e.raw_os_error().unwrap_or(0),
+                        });
+                    }
+                },
+            }
+        }
+    }
+
+    /// Kills the child (reported as [`Ending::KilledByParent`] unless a
+    /// violation came first). Call [`WorkerChild::wait`] to reap it.
+    pub fn kill(&mut self) {
+        self.violate(KillReason::Parent);
+    }
+
+    /// Waits for the child to end, at most `max_wait` (and never past the
+    /// wall-clock deadline; then it is killed for time), reaps it and says
+    /// how it ended. Calling it again returns the same answer.
+    pub fn wait(&mut self, max_wait: Duration) -> Result<Ended, ChildIoError> {
+        if let Some(ended) = self.ended {
+            return Ok(ended);
+        }
+        let deadline = (Instant::now() + max_wait).min(self.deadline);
+        let exited = sys::poll_until(self.killer.pidfd.as_fd(), libc::POLLIN, deadline).map_err(
+            |errno| ChildIoError::Io {
+                what: "poll pidfd",
+                errno,
+            },
+        )?;
+        if !exited {
+            self.violate(KillReason::Time);
+        }
+        self.reap()
+    }
+
+    fn reap(&mut self) -> Result<Ended, ChildIoError> {
+        let (status, usage) = sys::wait4(self.pid).map_err(|errno| ChildIoError::Io {
+            what: "wait4",
+            errno,
+        })?;
+        self.stdin = None;
+        if let Some((stop, handle)) = self.watchdog.take() {
+            let _ = stop.send(());
+            let _ = handle.join();
+        }
+        if let Some(rx) = self.stderr.take() {
+            // The child is gone, so its stderr is at end-of-file; the short
+            // bound only matters if something else still holds the pipe.
+            if let Ok(bytes) = rx.recv_timeout(Duration::from_secs(1)) {
+                self.stderr_bytes = bytes;
+            }
+        }
+        let status = std::process::ExitStatus::from_raw(status);
+        // A violation the parent recorded is how the child ended, even if it
+        // managed to exit on its own before the signal landed.
+        let ending = match self.killer.reason() {
+            Some(KillReason::Time) => Ending::KilledForTime,
+            Some(KillReason::Output) => Ending::KilledForOutput,
+            Some(KillReason::Parent) => Ending::KilledByParent,
+            None => match (status.code(), status.signal()) {
+                (Some(code), _) => Ending::Exited { code },
+                (None, Some(signal)) => Ending::Signaled { signal },
+                (None, None) => Ending::Signaled { signal: 0 },
+            },
+        };
+        let ended = Ended {
+            ending,
+            peak_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+            user_cpu: timeval(usage.ru_utime),
+            system_cpu: timeval(usage.ru_stime),
+        };
+        self.ended = Some(ended);
+        Ok(ended)
+    }
+
+    /// The stderr bytes kept (with [`StderrMode::Capture`], after
+    /// [`WorkerChild::wait`]). May hold sensitive text: never log it.
+    pub fn captured_stderr(&self) -> &[u8] {
+        &self.stderr_bytes
+    }
+}
+
+fn timeval(tv: libc::timeval) -> Duration {
+    let secs = u64::try_from(tv.tv_sec).unwrap_or(0);
+    let micros = u32::try_from(tv.tv_usec).unwrap_or(0);
+    Duration::from_secs(secs) + Duration::from_micros(u64::from(micros))
+}
+
+impl Drop for WorkerChild {
+    fn drop(&mut self) {
+        if self.ended.is_none() {
+            self.violate(KillReason::Parent);
+            let _ = self.reap();
+        }
+    }
+}
