@@ -27,7 +27,15 @@ fn trivial_binary(dir: &Path) -> (PathBuf, &'static str) {
     std::fs::write(&src, "fn main() {}\n").unwrap();
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let ok = Command::new(rustc)
-        .args(["-O", "-C", "target-feature=+crt-static", "-C", "panic=abort", "-C", "strip=symbols"])
+        .args([
+            "-O",
+            "-C",
+            "target-feature=+crt-static",
+            "-C",
+            "panic=abort",
+            "-C",
+            "strip=symbols",
+        ])
         .arg(&src)
         .arg("-o")
         .arg(&bin)
@@ -36,7 +44,10 @@ fn trivial_binary(dir: &Path) -> (PathBuf, &'static str) {
     if ok {
         (bin, "static fn main() {} (rustc +crt-static)")
     } else {
-        (PathBuf::from("/bin/true"), "/bin/true (dynamic; static linking unavailable)")
+        (
+            PathBuf::from("/bin/true"),
+            "/bin/true (dynamic; static linking unavailable)",
+        )
     }
 }
 
@@ -62,15 +73,31 @@ fn main() {
     let reply = Reply::completion(ScriptedCompletion {
         texts: vec!["Noted.".into()],
         thinking: None,
-        calls: vec![ScriptedCall::json("call_1", "request_memory_change", memory_args("bench"))],
+        calls: vec![ScriptedCall::json(
+            "call_1",
+            "request_memory_change",
+            memory_args("bench"),
+        )],
     });
     let provider = ScriptedProvider::start(vec![reply.clone(); runs + 5]).unwrap();
-    let broker = Broker::new(BrokerConfig::new(worker.clone(), provider.base_url(api), KEY_ENV.into())).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let broker = Broker::new(BrokerConfig::new(
+        worker.clone(),
+        provider.base_url(api),
+        KEY_ENV.into(),
+    ))
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
 
     // Warm up both paths (page cache, connection pool).
     for _ in 0..3 {
-        Command::new(&trivial).stdin(Stdio::null()).stdout(Stdio::null()).status().unwrap();
+        Command::new(&trivial)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
         runtime.block_on(broker.run_attempt(&p)).unwrap();
     }
 
@@ -99,7 +126,10 @@ fn main() {
     let bare_median = median(bare);
     let attempt_median = median(attempts);
     println!("runs: {runs}");
-    println!("bare spawn ({trivial_kind}): median {:.3} ms", bare_median.as_secs_f64() * 1e3);
+    println!(
+        "bare spawn ({trivial_kind}): median {:.3} ms",
+        bare_median.as_secs_f64() * 1e3
+    );
     println!(
         "attempt (spawn + sandbox + hello + packet + request check + loopback HTTP + result + exit): median {:.3} ms",
         attempt_median.as_secs_f64() * 1e3
@@ -113,5 +143,9 @@ fn main() {
         rss[rss.len() / 2],
         rss[rss.len() - 1]
     );
-    assert_eq!(provider.requests().len(), runs + 3, "one provider request per attempt");
+    assert_eq!(
+        provider.requests().len(),
+        runs + 3,
+        "one provider request per attempt"
+    );
 }

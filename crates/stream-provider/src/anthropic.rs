@@ -1,7 +1,9 @@
 //! `anthropic-messages`: Anthropic Messages.
 //!
 //! Request: top-level `system`, `max_tokens`, messages that alternate user
-//! and assistant (neighbours of one role are merged into one message), user
+//! and assistant (neighbours of one role are merged into one message; a
+//! history opening with an assistant turn gets the fixed user turn
+//! [`EARLIER_CONVERSATION`] before it), user
 //! images as base64 `image` blocks, assistant tool calls as `tool_use`
 //! blocks, and each run of tool results as `tool_result` blocks placed first
 //! in the user message right after the `tool_use` message; `tools` with
@@ -23,6 +25,10 @@ use crate::parsed::{
 };
 
 const API: &str = "anthropic-messages";
+
+/// The fixed user turn opening a history that starts with an assistant turn
+/// (Messages expects the user to speak first).
+pub const EARLIER_CONVERSATION: &str = "(earlier conversation)";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -78,6 +84,12 @@ pub fn build_request(packet: &Packet) -> Result<Value, BuildError> {
     // directly follows its tool_use message, so appending neighbours of one
     // role keeps the tool_result blocks first in their user message.
     let mut merged: Vec<(Role, Vec<Value>)> = Vec::new();
+    if let Some(HistoryMessage::Assistant { .. }) = packet.history.first() {
+        merged.push((
+            Role::User,
+            vec![json!({"type": "text", "text": EARLIER_CONVERSATION})],
+        ));
+    }
     for m in packet.history.iter().chain(std::iter::once(&packet.user)) {
         let (role, content) = blocks(m);
         match merged.last_mut() {

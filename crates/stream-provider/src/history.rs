@@ -1,12 +1,15 @@
 //! Checks on the neutral history every wire format relies on.
 //!
 //! The packet's history must already follow the order DESIGN section 12
-//! prescribes: it opens with a user message; an assistant message with tool
+//! prescribes: an assistant message with tool
 //! calls is followed at once by exactly one tool result per call (in any
 //! order), before anything else. Both providers need that order (OpenAI wants
 //! the `role: "tool"` messages right after the assistant message, Anthropic
 //! the `tool_result` blocks first in the next user message), so it is checked
-//! once here rather than repaired differently per provider.
+//! once here rather than repaired differently per provider. History may open
+//! with an assistant turn (a bounded transcript window can start with a
+//! reply); the Anthropic adapter then opens with a fixed placeholder user
+//! turn, because Messages expects the user to speak first.
 
 use std::collections::HashSet;
 
@@ -16,9 +19,6 @@ use stream_protocol::{HistoryMessage, Image, MAX_IMAGE_BYTES, Packet};
 /// never content.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
-    /// History opens with something other than a user message.
-    #[error("history must open with a user message")]
-    HistoryOpensWithoutUser,
     /// A user message with neither text nor image.
     #[error("history message {index} is an empty user turn")]
     EmptyUserTurn {
@@ -108,10 +108,8 @@ fn check_user(
 
 /// Checks the packet's history and current turn (see the module doc).
 pub(crate) fn check(packet: &Packet) -> Result<(), BuildError> {
-    if let Some(first) = packet.history.first()
-        && !matches!(first, HistoryMessage::User { .. })
-    {
-        return Err(BuildError::HistoryOpensWithoutUser);
+    if let Some(HistoryMessage::ToolResult { .. }) = packet.history.first() {
+        return Err(BuildError::ToolResultWithoutCall { index: 0 });
     }
     let mut pending: Vec<&str> = Vec::new();
     let mut seen_ids: HashSet<&str> = HashSet::new();

@@ -229,12 +229,9 @@ fn history_out_of_order_is_refused() {
     };
     let cases: Vec<(&str, Vec<HistoryMessage>, BuildError)> = vec![
         (
-            "opens with assistant",
-            vec![HistoryMessage::Assistant {
-                text: Some("a".into()),
-                tool_calls: vec![],
-            }],
-            BuildError::HistoryOpensWithoutUser,
+            "opens with a tool result",
+            vec![result("x")],
+            BuildError::ToolResultWithoutCall { index: 0 },
         ),
         (
             "result without call",
@@ -308,6 +305,33 @@ fn history_out_of_order_is_refused() {
             assert_eq!(build_request(&p).unwrap_err(), *expected, "{api:?}: {name}");
         }
     }
+}
+
+#[test]
+fn a_history_opening_with_a_reply_is_kept() {
+    let opening_reply = vec![
+        HistoryMessage::Assistant {
+            text: Some("⟨reply⟩ Good morning.".into()),
+            tool_calls: vec![],
+        },
+        HistoryMessage::User {
+            text: Some("Hi".into()),
+            image: None,
+        },
+    ];
+    let mut p = packet(OPENAI);
+    p.history = opening_reply.clone();
+    let body = build_request(&p).unwrap();
+    assert_eq!(body["messages"][1]["role"], "assistant");
+    let mut p = packet(ANTHROPIC);
+    p.history = opening_reply;
+    let body = build_request(&p).unwrap();
+    assert_eq!(
+        body["messages"][0],
+        json!({"role": "user", "content": [{"type": "text", "text": stream_provider::anthropic::EARLIER_CONVERSATION}]})
+    );
+    assert_eq!(body["messages"][1]["role"], "assistant");
+    assert_eq!(body["messages"][2]["role"], "user");
 }
 
 #[test]

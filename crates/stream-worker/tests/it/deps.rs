@@ -9,11 +9,24 @@ use std::process::Command;
 fn worker_links_only_core_protocol_provider_and_sandbox() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["tree", "-p", "stream-worker", "-e", "normal", "--prefix", "none", "--offline"])
+        .args([
+            "tree",
+            "-p",
+            "stream-worker",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let crates: BTreeSet<String> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -26,9 +39,17 @@ fn worker_links_only_core_protocol_provider_and_sandbox() {
         .collect();
     assert_eq!(
         ours,
-        BTreeSet::from(["stream-core", "stream-protocol", "stream-provider", "stream-sandbox", "stream-worker"])
+        BTreeSet::from([
+            "stream-core",
+            "stream-protocol",
+            "stream-provider",
+            "stream-sandbox",
+            "stream-worker"
+        ])
     );
-    for forbidden in ["reqwest", "hyper", "axum", "tokio", "rustls", "rusqlite", "h2"] {
+    for forbidden in [
+        "reqwest", "hyper", "axum", "tokio", "rustls", "rusqlite", "h2",
+    ] {
         assert!(!crates.contains(forbidden), "the worker links {forbidden}");
     }
 }

@@ -125,7 +125,7 @@ fn unusable_packets_are_reported_without_a_request() {
     assert_eq!(result.unwrap_err().code(), WorkerErrorCode::Packet);
     assert_eq!(out.len(), 1);
     let mut p = packet();
-    p.history.remove(0);
+    p.history.remove(2); // the tool result: a call left unanswered
     let (result, out) = run(frames(&[ParentFrame::Packet(Box::new(p))]));
     assert_eq!(result.unwrap_err().code(), WorkerErrorCode::Packet);
     assert_eq!(out.len(), 1);
