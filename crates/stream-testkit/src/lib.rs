@@ -3,6 +3,10 @@
 //! Owns: [`canary`] strings that must never appear where sensitive text is
 //! forbidden, and [`bin`], which finds (building if needed) the workspace's
 //! real binaries so end-to-end tests run them as a user would.
+//! [`provider`] is the scripted LLM provider (a loopback HTTP server speaking
+//! the OpenAI Chat Completions and Anthropic Messages shapes, recording every
+//! request) and [`packets`] a realistic `stream.sandbox/1` packet with the
+//! three proposal tools, shared by the provider, worker and broker tests.
 //!
 //! Nothing in production code may depend on this crate.
 
