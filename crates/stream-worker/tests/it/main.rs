@@ -5,5 +5,6 @@
 
 mod common;
 mod deps;
+mod fuzz;
 mod rules;
 mod serve;
