@@ -39,6 +39,16 @@ enum Command {
     Init(cmd::init::Args),
     /// Print stored events (sensitive payloads redacted unless asked for).
     Events(cmd::events::Args),
+    /// List proposals (pending ones unless --all).
+    ProposalList(cmd::proposals::ListArgs),
+    /// Export quality-eligible judgments to a private JSONL file.
+    PrivateTrainingExport(cmd::export::PrivateArgs),
+    /// Export judgments eligible for external use to a JSONL file.
+    TrainingExport(cmd::export::ExternalArgs),
+    /// Validate a declaration and print its id, version and fingerprint.
+    DeclarationCheck(cmd::declaration_check::Args),
+    /// Record the context root's files as immutable document versions.
+    Scan(cmd::scan::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -61,6 +71,11 @@ fn run(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Init(args) => cmd::init::run(args),
         Command::Events(args) => cmd::events::run(&ctx, args),
+        Command::ProposalList(args) => cmd::proposals::run_list(&ctx, args),
+        Command::PrivateTrainingExport(args) => cmd::export::run_private(&ctx, args),
+        Command::TrainingExport(args) => cmd::export::run_external(&ctx, args),
+        Command::DeclarationCheck(args) => cmd::declaration_check::run(args),
+        Command::Scan(args) => cmd::scan::run(&ctx, args),
     }
 }
 

@@ -106,6 +106,10 @@ pub enum ChildIoError {
         /// The cap.
         cap: usize,
     },
+    /// The child was already killed for output (its stderr passed its cap,
+    /// or an earlier read passed the output or line cap).
+    #[error("worker was killed for output")]
+    KilledForOutput,
     /// Stdout ended in the middle of a line.
     #[error("worker output ended inside a line of {bytes} bytes")]
     UnterminatedLine {
@@ -155,7 +159,10 @@ pub enum Ending {
 pub struct Ended {
     /// How it ended.
     pub ending: Ending,
-    /// Peak resident set size (`ru_maxrss`), KiB.
+    /// Peak resident set size (`ru_maxrss`), KiB, as the kernel reports it:
+    /// the larger of the worker's own peak and the parent's anonymous memory
+    /// copied into the child at fork (the kernel folds the pre-`exec` image's
+    /// high-water mark in). An upper bound on the worker's own peak.
     pub peak_rss_kib: u64,
     /// User CPU time.
     pub user_cpu: Duration,
@@ -401,6 +408,16 @@ impl WorkerChild {
         self.killer.kill(reason);
     }
 
+    /// When the child's pipes closed because the parent killed it for a
+    /// violation, that violation is the answer, not "end of output".
+    fn violation(&self) -> Option<ChildIoError> {
+        match self.killer.reason() {
+            Some(KillReason::Time) => Some(ChildIoError::TimedOut),
+            Some(KillReason::Output) => Some(ChildIoError::KilledForOutput),
+            Some(KillReason::Parent) | None => None,
+        }
+    }
+
     /// Writes `line` and a newline to the child's stdin, waiting for room at
     /// most until the wall-clock deadline (then the child is killed).
     pub fn write_line(&mut self, line: &[u8]) -> Result<(), ChildIoError> {
@@ -431,7 +448,9 @@ impl WorkerChild {
                         }
                     }
                     ErrorKind::Interrupted => {}
-                    ErrorKind::BrokenPipe => return Err(ChildIoError::StdinClosed),
+                    ErrorKind::BrokenPipe => {
+                        return Err(self.violation().unwrap_or(ChildIoError::StdinClosed));
+                    }
                     _ => {
                         return Err(ChildIoError::Io {
                             what: "write stdin",
@@ -452,7 +471,8 @@ impl WorkerChild {
     /// Reads one line from the child's stdout, without its newline, waiting at
     /// most `max_wait` (and never past the wall-clock deadline). `Ok(None)` at
     /// end of output. Passing the wait, the output cap or the line cap kills
-    /// the child.
+    /// the child; output that ends because the child was killed for a
+    /// violation reports that violation.
     pub fn read_line(&mut self, max_wait: Duration) -> Result<Option<Vec<u8>>, ChildIoError> {
         let deadline = (Instant::now() + max_wait).min(self.deadline);
         let mut chunk = vec![0u8; 64 * 1024];
@@ -471,6 +491,9 @@ impl WorkerChild {
                 return Err(ChildIoError::LineTooLong { cap: self.line_cap });
             }
             if self.stdout_eof {
+                if let Some(violation) = self.violation() {
+                    return Err(violation);
+                }
                 return if self.pending.is_empty() {
                     Ok(None)
                 } else {

@@ -328,6 +328,16 @@ pub fn reads_by_id_source_type_root_and_parent(store: &dyn Store) {
         ids(EventQuery::children_of(&child.id)),
         [grandchild.id.clone()]
     );
+    assert_eq!(ids(EventQuery::source_before(&b, 2)), [child.id.clone()]);
+    assert_eq!(
+        ids(EventQuery::source_before(&b, 9).limit(1)),
+        [grandchild.id.clone()]
+    );
+    let newest_first = EventQuery {
+        descending: true,
+        ..EventQuery::rooted_at(&root.id)
+    };
+    assert_eq!(ids(newest_first), [grandchild.id.clone(), child.id.clone()]);
     let limited = EventQuery {
         limit: Some(1),
         ..EventQuery::default()

@@ -17,6 +17,8 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "conformance")]
+pub mod faulty;
 mod rows;
 mod sqlite;
 
@@ -123,6 +125,10 @@ pub struct EventQuery {
     pub source: Option<SourceName>,
     /// Only events after this `seq` (with `source`).
     pub after_seq: u64,
+    /// Only events before this `seq` (with `source`).
+    pub before_seq: Option<u64>,
+    /// Newest first instead of oldest first.
+    pub descending: bool,
     /// Only this type (without version).
     pub event_type: Option<String>,
     /// Only events with this root.
@@ -141,6 +147,23 @@ impl EventQuery {
             after_seq: seq,
             ..Self::default()
         }
+    }
+
+    /// Events of `source` before `seq`, newest first: the tail of a source
+    /// read backwards without touching its beginning.
+    pub fn source_before(source: &SourceName, seq: u64) -> Self {
+        Self {
+            source: Some(source.clone()),
+            before_seq: Some(seq),
+            descending: true,
+            ..Self::default()
+        }
+    }
+
+    /// At most `n` events.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
     }
 
     /// Events of one type.

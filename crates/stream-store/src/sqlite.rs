@@ -310,6 +310,10 @@ fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, Store
         sql.push_str(&format!(" AND source = ?{}", args.len()));
         args.push(to_i64(q.after_seq)?.into());
         sql.push_str(&format!(" AND seq > ?{}", args.len()));
+        if let Some(before) = q.before_seq {
+            args.push(to_i64(before)?.into());
+            sql.push_str(&format!(" AND seq < ?{}", args.len()));
+        }
     }
     if let Some(ty) = &q.event_type {
         args.push(ty.clone().into());
@@ -328,6 +332,9 @@ fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, Store
     } else {
         " ORDER BY pos"
     });
+    if q.descending {
+        sql.push_str(" DESC");
+    }
     if let Some(limit) = q.limit {
         args.push(to_i64(limit as u64)?.into());
         sql.push_str(&format!(" LIMIT ?{}", args.len()));

@@ -44,9 +44,31 @@ fn files() -> Result<Vec<(PathBuf, String, u32)>, Failure> {
     Ok(files)
 }
 
-/// The declarations and prompts shipped with this build.
+/// The declarations and prompts shipped with this build (the repository's
+/// `declarations/` folder), by path relative to it.
 pub fn shipped_declarations() -> &'static [(&'static str, &'static str)] {
-    &[]
+    &[
+        (
+            "telegram-conversation.v17.yaml",
+            include_str!("../../../../declarations/telegram-conversation.v17.yaml"),
+        ),
+        (
+            "telegram-conversation.v18.yaml",
+            include_str!("../../../../declarations/telegram-conversation.v18.yaml"),
+        ),
+        (
+            "telegram-replies.v1.yaml",
+            include_str!("../../../../declarations/telegram-replies.v1.yaml"),
+        ),
+        (
+            "prompts/telegram-conversation.v17.md",
+            include_str!("../../../../declarations/prompts/telegram-conversation.v17.md"),
+        ),
+        (
+            "prompts/telegram-conversation.v18.md",
+            include_str!("../../../../declarations/prompts/telegram-conversation.v18.md"),
+        ),
+    ]
 }
 
 /// Runs `init`.
@@ -65,7 +87,7 @@ pub fn run(args: Args) -> CmdResult {
             taken.join(", ")
         )));
     }
-    for dir in ["context", "declarations"] {
+    for dir in ["context", "declarations", "declarations/prompts"] {
         super::create_private_dir(&args.dir.join(dir))?;
     }
     for (rel, text, mode) in &files {
@@ -85,4 +107,37 @@ pub fn run(args: Args) -> CmdResult {
         "next: set telegram.owner_user_id in thestream.toml, export the token and API key variables it names, then run `thestream serve`"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file of the repository's `declarations/` folder, by relative path.
+    fn repository_files(dir: &Path, rel: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let rel = rel.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                repository_files(&entry.path(), &rel, out);
+            } else {
+                let text = std::fs::read_to_string(entry.path()).unwrap();
+                out.push((rel.to_str().unwrap().to_owned(), text));
+            }
+        }
+    }
+
+    #[test]
+    fn init_ships_exactly_the_repository_declarations() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../declarations");
+        let mut files = Vec::new();
+        repository_files(&dir, Path::new(""), &mut files);
+        files.sort();
+        let mut shipped: Vec<_> = shipped_declarations()
+            .iter()
+            .map(|(name, text)| ((*name).to_owned(), (*text).to_owned()))
+            .collect();
+        shipped.sort();
+        assert_eq!(shipped, files);
+    }
 }

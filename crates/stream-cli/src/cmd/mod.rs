@@ -1,7 +1,11 @@
 //! One module per command: its clap `Args` and its `run`.
 
+pub mod declaration_check;
 pub mod events;
+pub mod export;
 pub mod init;
+pub mod proposals;
+pub mod scan;
 
 use std::path::Path;
 

@@ -1,7 +1,10 @@
 //! End-to-end tests of the `thestream` binary: exit codes, config errors,
-//! `init` and `events`, read only through the CLI as a user would.
+//! `init`, `events`, `declaration-check` and `scan`, read only through the
+//! CLI as a user would.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+mod decisions;
+mod documents;
 mod foundation;

@@ -92,6 +92,20 @@ impl ProposalKind {
         }
     }
 
+    /// The fixed tool name the model calls.
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            Self::MemoryChange => "request_memory_change",
+            Self::SelfCorrection => "submit_correction",
+            Self::FocusDeclaration => "propose_focus",
+        }
+    }
+
+    /// The kind behind a tool name; `None` for any other name.
+    pub fn from_tool_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.tool_name() == name)
+    }
+
     /// All kinds, in acknowledgment order.
     pub const ALL: [ProposalKind; 3] = [
         Self::MemoryChange,

@@ -61,8 +61,29 @@ pub struct FocusParent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FocusLineage {
-    /// The focus this one refines, or null.
+    /// The focus this one refines, or null. Required: a complete declaration
+    /// says `"parent": null` rather than leaving it out.
+    #[serde(deserialize_with = "required_nullable")]
     pub parent: Option<FocusParent>,
+}
+
+/// A field that must be present and may be `null` (serde otherwise treats
+/// a missing `Option` field as `None`).
+fn required_nullable<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d)
+}
+
+/// A field that may be absent but, when present, is not `null`.
+fn present_not_null<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// `scope`.
@@ -123,8 +144,12 @@ pub enum RetirementRule {
 pub struct FocusRetirement {
     /// The rule.
     pub rule: RetirementRule,
-    /// Required for `after-days` (1–365), forbidden for `manual`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Required for `after-days` (1–365), forbidden for `manual`; never `null`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_not_null"
+    )]
     pub days: Option<u32>,
 }
 
@@ -254,4 +279,54 @@ pub struct FocusResolution {
     pub capabilities: Unchecked,
     /// Lineage: unchecked.
     pub lineage: Unchecked,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn sample() -> Value {
+        json!({
+            "identity": {"id": "spring-garden", "version": 1},
+            "lineage": {"parent": null},
+            "scope": {"chat": "origin"},
+            "objective": "Plan the spring garden.",
+            "subscriptions": [],
+            "budgets": {"maxRunsPerDay": 5, "maxOutputTokensPerRun": 800, "maxDays": 30},
+            "requestedPermissions": {"tools": [], "proposals": [], "externalActions": false},
+            "retirement": {"rule": "manual"},
+        })
+    }
+
+    fn parses(value: Value) -> bool {
+        serde_json::from_value::<FocusDeclaration>(value).is_ok_and(|d| d.validate().is_ok())
+    }
+
+    #[test]
+    fn a_complete_declaration_parses_and_round_trips() {
+        let decl: FocusDeclaration = serde_json::from_value(sample()).unwrap();
+        decl.validate().unwrap();
+        assert_eq!(serde_json::to_value(&decl).unwrap(), sample());
+    }
+
+    #[test]
+    fn lineage_parent_must_be_present_even_when_null() {
+        let mut v = sample();
+        v["lineage"] = json!({});
+        assert!(!parses(v));
+    }
+
+    #[test]
+    fn retirement_days_is_never_null() {
+        let mut v = sample();
+        v["retirement"] = json!({"rule": "manual", "days": null});
+        assert!(!parses(v));
+        let mut v = sample();
+        v["retirement"] = json!({"rule": "after-days", "days": null});
+        assert!(!parses(v));
+        let mut v = sample();
+        v["retirement"] = json!({"rule": "after-days", "days": 30});
+        assert!(parses(v));
+    }
 }

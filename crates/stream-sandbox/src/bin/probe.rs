@@ -4,9 +4,10 @@
 //!
 //! Usage: `stream-sandbox-probe [--no-sandbox] [--allow-unenforced] OP [ARG]`
 //!
-//! Output: `{"op":…,"ok":bool,"errno":n|null,"value":…,"enforcement":{…}|null}`;
+//! Output: `{"op":…,"ok":bool,"errno":n|null,"value":…,"enforcement":{…}|null,
+//! "enterMicros":"…"}` (the time `enter` took, as a string);
 //! if entering the sandbox fails, `{"op":…,"sandboxError":"…"}` and exit 3.
-//! `echo` prints the line it read and nothing else; `flood` and
+//! `echo` prints back every line it reads, and nothing else, until end-of-file; `flood` and
 //! `stderr-flood` write until killed; `exec` prints nothing if it succeeds.
 
 use std::ffi::CStr;
@@ -153,20 +154,26 @@ fn flood(out: &mut dyn Write) -> Outcome {
     }
 }
 
+/// Echoes every line of stdin until end-of-file.
 fn echo() -> i32 {
-    let mut line = String::new();
-    if std::io::stdin().read_line(&mut line).is_err() {
-        return 1;
-    }
+    let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
-    if out
-        .write_all(line.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        return 1;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match stdin.read_line(&mut line) {
+            Ok(0) => return 0,
+            Ok(_) => {}
+            Err(_) => return 1,
+        }
+        if out
+            .write_all(line.as_bytes())
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return 1;
+        }
     }
-    0
 }
 
 fn print(value: &Value) -> i32 {
@@ -192,6 +199,7 @@ fn main() {
     let op = rest.first().copied().unwrap_or("enforcement");
     let arg = rest.get(1).copied();
 
+    let entering = std::time::Instant::now();
     let enforcement = if sandbox {
         match enter(&policy) {
             Ok(e) => Some(e),
@@ -203,6 +211,7 @@ fn main() {
     } else {
         None
     };
+    let enter_micros = entering.elapsed().as_micros();
 
     if op == "echo" {
         std::process::exit(echo());
@@ -218,6 +227,7 @@ fn main() {
         "errno": errno,
         "value": value,
         "enforcement": enforcement,
+        "enterMicros": enter_micros.to_string(),
     }));
     std::process::exit(code);
 }

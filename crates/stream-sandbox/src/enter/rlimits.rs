@@ -10,12 +10,13 @@ const MIN_OPEN_FILES: u64 = 4;
 /// Below this the Rust runtime and a worker cannot even start parsing.
 const MIN_ADDRESS_SPACE: u64 = 64 << 20;
 
-fn set(
-    resource: libc::__rlimit_resource_t,
-    name: &'static str,
-    soft: u64,
-    hard: u64,
-) -> Result<u64, SandboxError> {
+/// The type glibc and musl give the `RLIMIT_*` constants.
+#[cfg(target_env = "gnu")]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type Resource = libc::c_int;
+
+fn set(resource: Resource, name: &'static str, soft: u64, hard: u64) -> Result<u64, SandboxError> {
     let limit = libc::rlimit {
         rlim_cur: soft,
         rlim_max: hard,

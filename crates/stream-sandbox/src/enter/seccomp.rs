@@ -186,7 +186,6 @@ mod tests {
             libc::SYS_prctl,
             libc::SYS_seccomp,
             libc::SYS_prlimit64,
-            libc::SYS_setrlimit,
             libc::SYS_memfd_create,
             libc::SYS_bpf,
             libc::SYS_mount,

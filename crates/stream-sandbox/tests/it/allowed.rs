@@ -16,6 +16,14 @@ fn reading_stdin_and_writing_stdout_work() {
     // Had `enter` failed, the probe would have printed its refusal instead.
     let line = child.read_line(Duration::from_secs(20)).unwrap().unwrap();
     assert_eq!(line, text.as_str().as_bytes());
+    // A second frame on the same pipes, then end-of-file.
+    child.write_line(b"second").unwrap();
+    assert_eq!(
+        child.read_line(Duration::from_secs(20)).unwrap().unwrap(),
+        b"second"
+    );
+    child.close_stdin();
+    assert_eq!(child.read_line(Duration::from_secs(20)).unwrap(), None);
     let ended = child.wait(Duration::from_secs(20)).unwrap();
     assert_eq!(ended.ending, Ending::Exited { code: 0 });
     canary::assert_no_leak(

@@ -5,6 +5,7 @@
 //! operation from inside the sandbox, and reads its one-line answer.
 
 mod allowed;
+mod boundaries;
 mod common;
 mod denied;
 mod supervision;

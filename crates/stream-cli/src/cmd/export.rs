@@ -1,0 +1,88 @@
+//! `private-training-export` and `training-export`: examples go to an
+//! explicit private file, never to stdout; the private export also needs an
+//! explicit acknowledgment.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use stream_export::{DestinationError, ExportError, ExportKind, check_destination, select, write};
+
+use crate::Ctx;
+use crate::exit::{CmdResult, Failure};
+
+/// `private-training-export` arguments.
+#[derive(Debug, clap::Args)]
+pub struct PrivateArgs {
+    /// The private JSONL file to write (its manifest goes beside it).
+    #[arg(long, value_name = "FILE")]
+    output: PathBuf,
+    /// Required: you understand the file holds sensitive private conversation data.
+    #[arg(long, required = true)]
+    acknowledge_sensitive_private_training: bool,
+}
+
+/// `training-export` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ExternalArgs {
+    /// The JSONL file to write (its manifest goes beside it).
+    #[arg(long, value_name = "FILE")]
+    output: PathBuf,
+}
+
+fn failure(e: ExportError) -> Failure {
+    match e {
+        ExportError::Destination(_) | ExportError::IncompleteExample { .. } => Failure::usage(e),
+        ExportError::Store(s) => s.into(),
+        ExportError::Io(_) => Failure::runtime(e),
+    }
+}
+
+fn run(ctx: &Ctx, output: PathBuf, kind: ExportKind) -> CmdResult {
+    // Refuse a bad destination before reading anything.
+    check_destination(&output).map_err(|e: DestinationError| failure(e.into()))?;
+    let store = super::open_store(&ctx.config()?)?;
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(0)
+    } else {
+        ProgressBar::hidden()
+    };
+    if let Ok(style) = ProgressStyle::with_template("{msg} {bar:30} {pos}/{len}") {
+        bar.set_style(style);
+    }
+    bar.set_message("checking judgments");
+    let selection = select(&store, kind, &|done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })
+    .map_err(failure)?;
+    bar.finish_and_clear();
+    let report = write(&output, kind, &selection).map_err(failure)?;
+    println!(
+        "{} examples written to {} (sha256 {})",
+        report.examples,
+        output.display(),
+        report.sha256
+    );
+    println!("manifest {}", report.manifest.display());
+    for (reason, count) in &selection.excluded {
+        println!("excluded {count}: {}", reason.as_str());
+    }
+    Ok(())
+}
+
+/// Runs `private-training-export`.
+pub fn run_private(ctx: &Ctx, args: PrivateArgs) -> CmdResult {
+    // clap already requires the flag; keep the check where the decision is.
+    if !args.acknowledge_sensitive_private_training {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--acknowledge-sensitive-private-training is required"
+        )));
+    }
+    run(ctx, args.output, ExportKind::Private)
+}
+
+/// Runs `training-export`.
+pub fn run_external(ctx: &Ctx, args: ExternalArgs) -> CmdResult {
+    run(ctx, args.output, ExportKind::External)
+}

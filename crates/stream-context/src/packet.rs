@@ -1,0 +1,145 @@
+//! From a snapshot to the worker's packet: provider-neutral history with
+//! reconstructed tool calls, the current turn, the exposed tools and the
+//! capability. The memory target's path, document id, version and hash stay
+//! here: the packet only says whether a target exists.
+
+use base64::Engine as _;
+use stream_core::payload::ProposalKind;
+use stream_protocol::{
+    Capability, HistoryMessage, HistoryToolCall, Image, MAX_CALLS, MAX_IMAGE_BYTES, OutputMode,
+    Packet, Protocol, ProviderSpec, ToolDef,
+};
+use stream_store::Read;
+
+use crate::history::NORMALIZED_RESULT;
+use crate::{ContextError, Snapshot, Turn, UserTurn};
+
+/// Explains the annotations to the model; part of every system prompt.
+const ANNOTATION_GUIDE: &str = "Annotations in ⟨…⟩ are added by the system so you can cite exact ids \
+as evidence_event_ids or target_output. Never write such annotations yourself.";
+
+/// How an owner message is shown to the model: its id annotation, a photo
+/// marker, then its text.
+pub fn user_text(turn: &UserTurn) -> String {
+    let mut text = format!("⟨message {}⟩", turn.event_id);
+    if turn.image.is_some() {
+        text.push_str(" ⟨photo attached⟩");
+    }
+    if let Some(body) = &turn.text {
+        text.push('\n');
+        text.push_str(body);
+    }
+    text
+}
+
+fn image(store: &dyn Read, turn: &UserTurn) -> Result<Option<Image>, ContextError> {
+    let Some(image) = &turn.image else {
+        return Ok(None);
+    };
+    let missing = || ContextError::Image {
+        sha256: image.sha256.to_string(),
+    };
+    if image.size > MAX_IMAGE_BYTES as u64 {
+        return Err(missing());
+    }
+    let bytes = store.blob(&image.sha256)?.ok_or_else(missing)?;
+    Ok(Some(Image {
+        media_type: image.content_type.as_str().to_owned(),
+        data_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+    }))
+}
+
+/// The system prompt: the declaration's prompt, the memory document when the
+/// snapshot holds one, and the annotation guide.
+pub fn system_prompt(snapshot: &Snapshot) -> String {
+    let mut system = snapshot.prompt.text.trim_end().to_owned();
+    if let Some(memory) = &snapshot.memory {
+        system.push_str("\n\n## memory.md (approved memory, read-only)\n\n");
+        system.push_str(memory.text.trim_end());
+    }
+    system.push_str("\n\n");
+    system.push_str(ANNOTATION_GUIDE);
+    system
+}
+
+/// The neutral history of the snapshot's transcript. A reply whose
+/// completed-run receipt named proposals gets its canonical tool calls, one
+/// normalized result per call, then its delivered text; any other reply is
+/// text only, whatever the text claims.
+pub fn history(snapshot: &Snapshot) -> Vec<HistoryMessage> {
+    let mut messages = Vec::new();
+    for turn in &snapshot.transcript {
+        match turn {
+            Turn::User(user) => messages.push(HistoryMessage::User {
+                text: Some(user_text(user)),
+                image: None,
+            }),
+            Turn::Assistant(reply) => {
+                if !reply.calls.is_empty() {
+                    messages.push(HistoryMessage::Assistant {
+                        text: None,
+                        tool_calls: reply
+                            .calls
+                            .iter()
+                            .map(|call| HistoryToolCall {
+                                id: call.id.clone(),
+                                name: call.kind.tool_name().to_owned(),
+                                arguments: call.arguments.clone(),
+                            })
+                            .collect(),
+                    });
+                    for call in &reply.calls {
+                        messages.push(HistoryMessage::ToolResult {
+                            call_id: call.id.clone(),
+                            content: NORMALIZED_RESULT.to_owned(),
+                        });
+                    }
+                }
+                messages.push(HistoryMessage::Assistant {
+                    text: Some(format!(
+                        "⟨reply output {} receipt {}⟩\n{}",
+                        reply.output_event_id, reply.delivery_receipt_event_id, reply.text
+                    )),
+                    tool_calls: Vec::new(),
+                });
+            }
+        }
+    }
+    messages
+}
+
+/// Builds the packet for one attempt. `tool_def` gives the fixed tool
+/// definition (name, description, schema) of each exposed kind.
+pub fn build(
+    snapshot: &Snapshot,
+    attempt: u32,
+    provider: ProviderSpec,
+    tool_def: &dyn Fn(ProposalKind) -> ToolDef,
+    store: &dyn Read,
+) -> Result<Packet, ContextError> {
+    let caps = &snapshot.capabilities;
+    Ok(Packet {
+        protocol: Protocol,
+        run_id: snapshot.run_id.clone(),
+        attempt,
+        provider,
+        system: system_prompt(snapshot),
+        history: history(snapshot),
+        user: HistoryMessage::User {
+            text: Some(user_text(&snapshot.trigger)),
+            image: image(store, &snapshot.trigger)?,
+        },
+        tools: caps.tools.iter().map(|&kind| tool_def(kind)).collect(),
+        capability: Capability {
+            memory_target: caps.memory_target.is_some(),
+            correction_targets: caps
+                .correction_targets
+                .iter()
+                .map(|t| t.output_event_id.clone())
+                .collect(),
+            evidence_ids: caps.evidence_ids.clone(),
+            max_calls: MAX_CALLS as u32,
+        },
+        output_mode: OutputMode::Text,
+    })
+}

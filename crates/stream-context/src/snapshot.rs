@@ -1,0 +1,292 @@
+//! The snapshot document: canonical bytes, a manifest of part hashes, and
+//! its id (SHA-256 of the bytes). A retry loads these bytes; it never rebuilds.
+
+use serde::{Deserialize, Serialize};
+use stream_core::canon::{canonical_sha256, sha256, to_canonical_bytes};
+use stream_core::payload::{CommandRef, CorrectionTarget, MemoryTarget, ProposalKind};
+use stream_core::text::Label;
+use stream_core::{EventId, Fingerprint, RunId, Sha256Hex, SnapshotId, SourceName, string_literal};
+use stream_store::Read;
+
+use crate::ContextError;
+
+string_literal!(
+    /// The snapshot format identifier.
+    SnapshotFormat = "thestream/context-snapshot/1"
+);
+
+/// The declaration the snapshot was built for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AgentRef {
+    /// Declaration id.
+    pub id: Label,
+    /// Declaration version.
+    pub version: u32,
+    /// Declaration fingerprint (capability manifest included).
+    pub declaration_fingerprint: Fingerprint,
+}
+
+/// A stored image: the blob holding its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImageRef {
+    /// Blob key.
+    pub sha256: Sha256Hex,
+    /// Media type.
+    pub content_type: Label,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// An owner message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UserTurn {
+    /// The `message.received` event.
+    pub event_id: EventId,
+    /// Text or caption.
+    pub text: Option<String>,
+    /// Photo.
+    pub image: Option<ImageRef>,
+    /// A command of ours, if any.
+    pub command: Option<CommandRef>,
+}
+
+/// A proposal call of an earlier turn, rebuilt from its proposal event:
+/// canonical arguments, a stable synthetic id, the resolved target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HistoryCall {
+    /// Synthetic id derived from the proposal event id.
+    pub id: String,
+    /// The proposal event.
+    pub proposal_event_id: EventId,
+    /// Which kind.
+    pub kind: ProposalKind,
+    /// Canonical arguments.
+    pub arguments: serde_json::Value,
+}
+
+/// A delivered assistant reply, with its effective text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AssistantTurn {
+    /// The run that produced it.
+    pub run_id: RunId,
+    /// Its output event.
+    pub output_event_id: EventId,
+    /// Its delivery receipt.
+    pub delivery_receipt_event_id: EventId,
+    /// The effective text: the latest human judgment's replacement, else
+    /// the delivered text.
+    pub text: String,
+    /// Proposal calls the completed-run receipt names, in order.
+    pub calls: Vec<HistoryCall>,
+}
+
+/// One turn of the bounded transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Turn {
+    /// The owner.
+    User(UserTurn),
+    /// A delivered reply.
+    Assistant(AssistantTurn),
+}
+
+/// The exact `memory.md` version the snapshot holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MemoryPart {
+    /// Source, document, path, version, hash, content type.
+    pub target: MemoryTarget,
+    /// The document text.
+    pub text: String,
+}
+
+/// What the snapshot admits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Capabilities {
+    /// The memory target, when the snapshot holds `memory.md`.
+    pub memory_target: Option<MemoryTarget>,
+    /// Eligible correction targets, oldest first.
+    pub correction_targets: Vec<CorrectionTarget>,
+    /// Every id a tool may cite.
+    pub evidence_ids: Vec<EventId>,
+    /// Exposed tools: declared and capable.
+    pub tools: Vec<ProposalKind>,
+}
+
+/// The prompt, bound by hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PromptPart {
+    /// SHA-256 of the text.
+    pub sha256: Sha256Hex,
+    /// The text.
+    pub text: String,
+}
+
+/// SHA-256 of each part's canonical JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Manifest {
+    /// Of `agent`.
+    pub agent: Sha256Hex,
+    /// Of `prompt`.
+    pub prompt: Sha256Hex,
+    /// Of `transcript`.
+    pub transcript: Sha256Hex,
+    /// Of `trigger`.
+    pub trigger: Sha256Hex,
+    /// Of `memory`.
+    pub memory: Sha256Hex,
+    /// Of `capabilities`.
+    pub capabilities: Sha256Hex,
+}
+
+/// The retry-stable context of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Snapshot {
+    /// Format identifier.
+    pub format: SnapshotFormat,
+    /// The run.
+    pub run_id: RunId,
+    /// The declaration.
+    pub agent: AgentRef,
+    /// The Telegram source the chat lives on.
+    pub telegram_source: SourceName,
+    /// The chat.
+    pub chat_id: i64,
+    /// The current owner message.
+    pub trigger: UserTurn,
+    /// The prompt.
+    pub prompt: PromptPart,
+    /// Earlier turns, oldest first.
+    pub transcript: Vec<Turn>,
+    /// `memory.md`, when subscribed and present.
+    pub memory: Option<MemoryPart>,
+    /// What tools may target and cite.
+    pub capabilities: Capabilities,
+    /// Part hashes.
+    pub manifest: Manifest,
+}
+
+fn part_hash<T: Serialize>(part: &T) -> Result<Sha256Hex, ContextError> {
+    canonical_sha256(part).map_err(|_| ContextError::Canonical)
+}
+
+impl Manifest {
+    /// The manifest of `s`'s parts as they are now.
+    pub fn of(s: &Snapshot) -> Result<Self, ContextError> {
+        Self::of_parts(
+            &s.agent,
+            &s.prompt,
+            &s.transcript,
+            &s.trigger,
+            &s.memory,
+            &s.capabilities,
+        )
+    }
+
+    /// The manifest of the given parts.
+    pub fn of_parts(
+        agent: &AgentRef,
+        prompt: &PromptPart,
+        transcript: &[Turn],
+        trigger: &UserTurn,
+        memory: &Option<MemoryPart>,
+        capabilities: &Capabilities,
+    ) -> Result<Self, ContextError> {
+        Ok(Self {
+            agent: part_hash(agent)?,
+            prompt: part_hash(prompt)?,
+            transcript: part_hash(&transcript)?,
+            trigger: part_hash(trigger)?,
+            memory: part_hash(memory)?,
+            capabilities: part_hash(capabilities)?,
+        })
+    }
+}
+
+impl Snapshot {
+    /// Canonical bytes and the id they hash to.
+    pub fn encode(&self) -> Result<(Vec<u8>, SnapshotId), ContextError> {
+        let bytes = to_canonical_bytes(self).map_err(|_| ContextError::Canonical)?;
+        let id = SnapshotId::from(sha256(&bytes));
+        Ok((bytes, id))
+    }
+
+    /// Parses stored bytes and verifies everything a retry or the authority
+    /// chain relies on: the id is the bytes' hash, the bytes are canonical,
+    /// the manifest matches every part, and the prompt matches its hash.
+    pub fn decode(bytes: &[u8], id: &SnapshotId) -> Result<Self, ContextError> {
+        if sha256(bytes).as_str() != id.as_str() {
+            return Err(ContextError::SnapshotInvalid {
+                id: id.clone(),
+                why: "hash",
+            });
+        }
+        let snapshot: Snapshot =
+            serde_json::from_slice(bytes).map_err(|_| ContextError::SnapshotInvalid {
+                id: id.clone(),
+                why: "schema",
+            })?;
+        let (canonical, _) = snapshot.encode()?;
+        if canonical != bytes {
+            return Err(ContextError::SnapshotInvalid {
+                id: id.clone(),
+                why: "not canonical",
+            });
+        }
+        if Manifest::of(&snapshot)? != snapshot.manifest {
+            return Err(ContextError::SnapshotInvalid {
+                id: id.clone(),
+                why: "manifest",
+            });
+        }
+        if sha256(snapshot.prompt.text.as_bytes()) != snapshot.prompt.sha256 {
+            return Err(ContextError::SnapshotInvalid {
+                id: id.clone(),
+                why: "prompt hash",
+            });
+        }
+        Ok(snapshot)
+    }
+
+    /// Loads a stored snapshot by id and verifies it.
+    pub fn load(store: &dyn Read, id: &SnapshotId) -> Result<Self, ContextError> {
+        let blob = Sha256Hex::parse(id.as_str())
+            .map_err(|_| ContextError::SnapshotMissing { id: id.clone() })?;
+        let bytes = store
+            .blob(&blob)?
+            .ok_or_else(|| ContextError::SnapshotMissing { id: id.clone() })?;
+        Self::decode(&bytes, id)
+    }
+
+    /// Whether `kind`'s tool is exposed.
+    pub fn exposes(&self, kind: ProposalKind) -> bool {
+        self.capabilities.tools.contains(&kind)
+    }
+
+    /// The admitted correction target with this output id.
+    pub fn correction_target(&self, output: &EventId) -> Option<&CorrectionTarget> {
+        self.capabilities
+            .correction_targets
+            .iter()
+            .find(|t| t.output_event_id == *output)
+    }
+
+    /// `latest`: the most recent eligible assistant turn.
+    pub fn latest_correction_target(&self) -> Option<&CorrectionTarget> {
+        self.capabilities.correction_targets.last()
+    }
+
+    /// Whether `id` may be cited.
+    pub fn admits_evidence(&self, id: &EventId) -> bool {
+        self.capabilities.evidence_ids.contains(id)
+    }
+}

@@ -1,0 +1,95 @@
+use serde_json::json;
+use stream_context::packet::history;
+use stream_context::{Turn, build};
+use stream_core::ids::derive_run_id;
+use stream_protocol::HistoryMessage;
+
+use crate::common::*;
+
+#[test]
+fn receipt_with_proposals_rebuilds_tool_history() {
+    let mut fx = Fixture::new();
+    let m1 = fx.message("remember I like tea");
+    let proposal = fx.memory_proposal(&m1, "canary-history likes tea");
+    let proposal_id = proposal.id.clone();
+    fx.reply_as(
+        CONVERSATION,
+        &m1,
+        "I saved that as a memory suggestion.",
+        true,
+        vec![proposal],
+    );
+    let now = fx.message("what do I like?");
+    let s = build(
+        &fx.store,
+        &spec(&all_kinds()),
+        &derive_run_id(CONVERSATION, 18, now.id()).unwrap(),
+        &now,
+    )
+    .unwrap();
+    let Turn::Assistant(reply) = &s.transcript[1] else {
+        panic!()
+    };
+    assert_eq!(reply.calls.len(), 1);
+    assert_eq!(reply.calls[0].proposal_event_id, proposal_id);
+    let messages = history(&s);
+    assert_eq!(messages.len(), 4, "{messages:#?}");
+    let HistoryMessage::Assistant {
+        text: None,
+        tool_calls,
+    } = &messages[1]
+    else {
+        panic!("{:?}", messages[1])
+    };
+    assert_eq!(tool_calls[0].name, "request_memory_change");
+    assert_eq!(
+        tool_calls[0].id,
+        format!("proposal_{}", &proposal_id.as_str()[..48])
+    );
+    assert_eq!(
+        tool_calls[0].arguments,
+        json!({"operation": "append", "proposed_text": "canary-history likes tea", "reason": "asked",
+               "evidence_event_ids": [m1.id()]})
+    );
+    let HistoryMessage::ToolResult { call_id, content } = &messages[2] else {
+        panic!()
+    };
+    assert_eq!(call_id, &tool_calls[0].id);
+    assert_eq!(
+        content,
+        "Proposal captured as a durable inert proposal; approval and application are pending."
+    );
+    let HistoryMessage::Assistant {
+        text: Some(text),
+        tool_calls,
+    } = &messages[3]
+    else {
+        panic!()
+    };
+    assert!(tool_calls.is_empty() && text.ends_with("I saved that as a memory suggestion."));
+}
+
+#[test]
+fn receipt_without_proposals_gets_no_tool_history_whatever_the_text_claims() {
+    let mut fx = Fixture::new();
+    let m1 = fx.message("remember I like tea");
+    fx.reply(&m1, "I saved that as a memory suggestion.");
+    let now = fx.message("did you?");
+    let s = build(
+        &fx.store,
+        &spec(&all_kinds()),
+        &derive_run_id(CONVERSATION, 18, now.id()).unwrap(),
+        &now,
+    )
+    .unwrap();
+    let messages = history(&s);
+    assert_eq!(messages.len(), 2);
+    assert!(
+        messages
+            .iter()
+            .all(|m| !matches!(m, HistoryMessage::ToolResult { .. }))
+    );
+    assert!(
+        matches!(&messages[1], HistoryMessage::Assistant { tool_calls, .. } if tool_calls.is_empty())
+    );
+}

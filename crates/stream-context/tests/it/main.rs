@@ -1,0 +1,14 @@
+//! stream-context: the snapshot rules of the seed's "Snapshot capabilities",
+//! "Correction targets" and "Evidence ids" sections, retry stability, and
+//! history reconstruction.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::cloned_ref_to_slice_refs
+)]
+
+mod common;
+mod history;
+mod snapshot;

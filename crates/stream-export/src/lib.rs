@@ -1,0 +1,62 @@
+//! Training exports.
+//!
+//! Owns `private-training-export` (judgments with `qualityEligible: true`,
+//! whatever `externalExportEligible` says, each with its complete exact
+//! private-provenance chain revalidated) and `training-export` (both flags
+//! true). Read [`select`] then [`write`].
+//!
+//! Agent proposals are excluded from every training projection: examples
+//! come only from human judgments, and their transcript carries text turns,
+//! never proposal calls. Nothing is written to stdout; files are owner-only
+//! and atomic.
+
+#![deny(missing_docs)]
+
+mod dest;
+mod example;
+mod select;
+
+pub use dest::{DestinationError, WriteReport, check_destination, write};
+pub use example::{ChatMessage, Example, Provenance};
+pub use select::{Exclusion, Selection, select};
+
+/// Which export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportKind {
+    /// Private: quality-eligible judgments, any external flag.
+    Private,
+    /// External: quality- and externally-eligible judgments only.
+    External,
+}
+
+impl ExportKind {
+    /// The stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Private => "private-training-export",
+            Self::External => "training-export",
+        }
+    }
+}
+
+/// An export failed. Ids and counts only.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] stream_store::StoreError),
+    /// The destination was refused.
+    #[error(transparent)]
+    Destination(#[from] DestinationError),
+    /// A supplied example lacks a provenance id; nothing was written.
+    #[error("example {index} lacks its {field} provenance id; nothing was written")]
+    IncompleteExample {
+        /// Position in the supplied list.
+        index: usize,
+        /// The missing id.
+        field: &'static str,
+    },
+    /// Writing failed.
+    #[error("writing the export failed: {0}")]
+    Io(std::io::ErrorKind),
+}

@@ -1,0 +1,265 @@
+//! Training exports: selection by eligibility with the provenance chain
+//! revalidated, proposals excluded, and private destinations.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::cloned_ref_to_slice_refs
+)]
+
+use std::os::unix::fs::PermissionsExt;
+
+use stream_core::EventId;
+use stream_core::payload::Disposition;
+use stream_core::text::Label;
+use stream_export::{
+    DestinationError, Exclusion, ExportError, ExportKind, Provenance, select, write,
+};
+use stream_proposals::decision::{DecisionRequest, record_decision};
+use stream_proposals::project::project_correction;
+use stream_proposals::testing::World;
+use stream_store::Read;
+use stream_testkit::canary::Canary;
+
+fn accept_correction(w: &World, disposition: Disposition, text: Option<&str>) -> EventId {
+    let decision = record_decision(
+        &w.store,
+        &DecisionRequest {
+            proposal: w.correction.clone(),
+            disposition,
+            replacement: text.map(str::to_owned),
+            submission_id: None,
+            actor: Label::new("owner").unwrap(),
+        },
+    )
+    .unwrap();
+    project_correction(&w.store, decision.id()).unwrap();
+    stream_proposals::project::judgment_id(decision.id()).unwrap()
+}
+
+/// A world with an accepted self-correction (of the earlier reply) and the
+/// owner's own `/correct` (of the trigger's reply).
+fn judged_world() -> (World, EventId, EventId) {
+    let mut w = World::new();
+    let self_correction = accept_correction(&w, Disposition::Accept, None);
+    let receipt = w.deliver_trigger_reply();
+    let output = w.trigger_output.clone();
+    let root = w.trigger.id().clone();
+    let owner = w.owner_correct(&output, &receipt, &root, "Saved. Anything else?");
+    (w, self_correction, owner)
+}
+
+fn judgment_ids(kind: ExportKind, w: &World) -> Vec<EventId> {
+    select(&w.store, kind, &|_, _| {})
+        .unwrap()
+        .examples
+        .iter()
+        .map(|e| e.provenance.judgment_event_id.clone().unwrap())
+        .collect()
+}
+
+#[test]
+fn private_export_includes_accepted_self_corrections_with_full_provenance() {
+    let (w, self_correction, owner) = judged_world();
+    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let ids: Vec<_> = selection
+        .examples
+        .iter()
+        .map(|e| e.provenance.judgment_event_id.clone().unwrap())
+        .collect();
+    assert_eq!(ids, [self_correction, owner]);
+    for example in &selection.examples {
+        assert_eq!(example.provenance.missing(), None);
+    }
+    let example = &selection.examples[0];
+    assert_eq!(
+        example.provenance.output_event_id.as_ref(),
+        Some(&w.earlier_output)
+    );
+    assert_eq!(
+        example.provenance.delivery_receipt_event_id.as_ref(),
+        Some(&w.earlier_receipt)
+    );
+    let last = example.messages.last().unwrap();
+    assert_eq!((last.role, last.content.as_str()), ("assistant", "Paris."));
+    assert_eq!(example.messages[0].role, "system");
+}
+
+#[test]
+fn external_export_excludes_self_corrections() {
+    let (w, _self_correction, owner) = judged_world();
+    assert_eq!(judgment_ids(ExportKind::External, &w), [owner]);
+    let selection = select(&w.store, ExportKind::External, &|_, _| {}).unwrap();
+    assert_eq!(
+        selection.excluded.get(&Exclusion::NotExternallyEligible),
+        Some(&1)
+    );
+}
+
+#[test]
+fn proposals_never_enter_an_example() {
+    let (w, _, _) = judged_world();
+    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let text = serde_json::to_string(&selection.examples).unwrap();
+    // The memory proposal's text and the tool names appear nowhere.
+    assert!(!text.contains("canary-world-memory"));
+    for tool in [
+        "request_memory_change",
+        "submit_correction",
+        "propose_focus",
+    ] {
+        assert!(!text.contains(tool), "{tool}");
+    }
+    assert!(
+        selection
+            .examples
+            .iter()
+            .flat_map(|e| &e.messages)
+            .all(|m| ["system", "user", "assistant"].contains(&m.role))
+    );
+}
+
+#[test]
+fn rejected_and_superseded_judgments_are_not_exported() {
+    let w = World::new();
+    let decision = record_decision(
+        &w.store,
+        &DecisionRequest {
+            proposal: w.correction.clone(),
+            disposition: Disposition::Reject,
+            replacement: None,
+            submission_id: None,
+            actor: Label::new("owner").unwrap(),
+        },
+    )
+    .unwrap();
+    project_correction(&w.store, decision.id()).unwrap();
+    assert!(judgment_ids(ExportKind::Private, &w).is_empty());
+
+    let (mut w, self_correction, _) = judged_world();
+    // A later /correct of the same earlier reply supersedes the self-correction.
+    let output = w.store.event(&w.earlier_output).unwrap().unwrap().event;
+    let (receipt, root) = (w.earlier_receipt.clone(), output.root.clone().unwrap());
+    let later = w.owner_correct(&output, &receipt, &root, "Paris, France.");
+    let ids = judgment_ids(ExportKind::Private, &w);
+    assert!(
+        !ids.contains(&self_correction) && ids.contains(&later),
+        "{ids:?}"
+    );
+}
+
+#[test]
+fn a_broken_chain_is_excluded_not_exported() {
+    let (w, self_correction, _) = judged_world();
+    let conn = rusqlite::Connection::open(&w.path).unwrap();
+    // Remove the judged run's snapshot from the durable store.
+    conn.execute(
+        "DELETE FROM blobs WHERE sha256 = (SELECT json_extract(payload, '$.contextSnapshotId') FROM events \
+         WHERE type = 'stream.thought.agent.run.completed' AND json_extract(payload, '$.outputEventId') = ?1)",
+        [w.earlier_output.as_str()],
+    )
+    .unwrap();
+    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    assert!(
+        !selection
+            .examples
+            .iter()
+            .any(|e| e.provenance.judgment_event_id.as_ref() == Some(&self_correction))
+    );
+    assert_eq!(
+        selection.excluded.get(&Exclusion::Chain("snapshot")),
+        Some(&1)
+    );
+}
+
+#[test]
+fn writer_rejects_an_example_missing_any_id_and_writes_nothing() {
+    let (w, _, _) = judged_world();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("train.jsonl");
+    let mut selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    selection.examples[1].provenance.context_snapshot_id = None;
+    let err = write(&out, ExportKind::Private, &selection).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExportError::IncompleteExample {
+                index: 1,
+                field: "contextSnapshotId"
+            }
+        ),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let empty = Provenance::default();
+    assert_eq!(empty.missing(), Some("judgmentEventId"));
+}
+
+#[test]
+fn export_files_are_owner_only_atomic_and_golden() {
+    let (w, _, _) = judged_world();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = dir.path().join("train.jsonl");
+    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let report = write(&out, ExportKind::Private, &selection).unwrap();
+    assert_eq!(report.examples, 2);
+    for path in [&out, &report.manifest] {
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", path.display());
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 2, "no temp files left: {leftovers:?}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    insta::assert_json_snapshot!(first);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report.manifest).unwrap()).unwrap();
+    assert_eq!(manifest["examples"], 2);
+    assert_eq!(manifest["kind"], "private-training-export");
+    assert_eq!(manifest["sha256"], report.sha256);
+}
+
+#[test]
+fn private_destinations_only() {
+    let (w, _, _) = judged_world();
+    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let refuse = |path: &std::path::Path| write(path, ExportKind::Private, &selection).unwrap_err();
+    assert!(matches!(
+        refuse(std::path::Path::new("-")),
+        ExportError::Destination(DestinationError::Stdout)
+    ));
+    assert!(matches!(
+        refuse(std::path::Path::new("/dev/stdout")),
+        ExportError::Destination(DestinationError::Stdout)
+    ));
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert!(matches!(
+        refuse(&shared.path().join("x.jsonl")),
+        ExportError::Destination(DestinationError::ParentShared { .. })
+    ));
+    let private = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let link = private.path().join("link.jsonl");
+    std::os::unix::fs::symlink("/tmp/elsewhere.jsonl", &link).unwrap();
+    assert!(matches!(
+        refuse(&link),
+        ExportError::Destination(DestinationError::NotRegular { .. })
+    ));
+    assert!(matches!(
+        refuse(&private.path().join("missing-dir/x.jsonl")),
+        ExportError::Destination(DestinationError::ParentNotDirectory { .. })
+    ));
+    // Errors name paths, never example content.
+    let canary = Canary::new("export");
+    assert!(
+        !refuse(std::path::Path::new("-"))
+            .to_string()
+            .contains(canary.as_str())
+    );
+}

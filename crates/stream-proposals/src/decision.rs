@@ -1,0 +1,141 @@
+//! Human decisions: `stream.thought.agent.proposal.decision@1`, appended only
+//! by the local CLI after the authority chain verifies. The proposal id is
+//! the identity key, so the first decision wins: an identical retry
+//! converges, any different payload conflicts — racing processes included.
+
+use serde_json::json;
+use stream_core::canon::canonical_sha256;
+use stream_core::payload::{DecidableKind, Disposition, ProposalDecision, ProposalKind};
+use stream_core::text::Label;
+use stream_core::{EventId, HumanAuthority, NewEvent, PayloadInvalid, SourceName};
+use stream_store::{AppendOutcome, Store, StoreError};
+
+use crate::chain::{ChainError, VerifiedProposal, verify_chain};
+
+/// A decision could not be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The proposal's authority chain did not verify.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// Focus proposals have no approval compiler yet.
+    #[error("proposal {proposal} is a focus declaration; focus proposals cannot be decided yet")]
+    NotDecidable {
+        /// The proposal.
+        proposal: EventId,
+    },
+    /// The decision breaks a rule (edit without text, text out of bounds…).
+    #[error(transparent)]
+    Invalid(#[from] PayloadInvalid),
+    /// A different decision for this proposal is already recorded.
+    #[error("proposal {proposal} already has a different decision ({decision})")]
+    Conflict {
+        /// The proposal.
+        proposal: EventId,
+        /// The existing decision.
+        decision: EventId,
+    },
+    /// An event could not be built.
+    #[error("decision event cannot be built")]
+    Build,
+}
+
+/// What the operator asked for.
+#[derive(Debug, Clone)]
+pub struct DecisionRequest {
+    /// The proposal.
+    pub proposal: EventId,
+    /// Accept, edit or reject.
+    pub disposition: Disposition,
+    /// Edit text (edit only), read from a file by the CLI.
+    pub replacement: Option<String>,
+    /// Operator/idempotency provenance; derived from the request when absent.
+    pub submission_id: Option<Label>,
+    /// Who decides.
+    pub actor: Label,
+}
+
+/// How the append went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    /// Newly recorded.
+    Recorded(EventId),
+    /// The same decision was already recorded.
+    Converged(EventId),
+}
+
+impl Decided {
+    /// The decision event id.
+    pub fn id(&self) -> &EventId {
+        match self {
+            Self::Recorded(id) | Self::Converged(id) => id,
+        }
+    }
+}
+
+/// The decidable kind of a proposal kind; focus is not decidable.
+pub fn decidable(kind: ProposalKind) -> Option<DecidableKind> {
+    match kind {
+        ProposalKind::MemoryChange => Some(DecidableKind::MemoryChange),
+        ProposalKind::SelfCorrection => Some(DecidableKind::SelfCorrection),
+        ProposalKind::FocusDeclaration => None,
+    }
+}
+
+/// The default submission id: a digest of the request, so that retrying the
+/// same command converges instead of conflicting with itself.
+fn default_submission_id(req: &DecisionRequest) -> Result<Label, DecisionError> {
+    let digest = canonical_sha256(&json!({
+        "ns": "thestream/submission/1",
+        "proposal": req.proposal,
+        "disposition": req.disposition,
+        "replacement": req.replacement,
+        "actor": req.actor,
+    }))
+    .map_err(|_| DecisionError::Build)?;
+    Label::new(format!("sub-{}", digest.short(24))).map_err(|_| DecisionError::Build)
+}
+
+/// Builds the decision event for a verified proposal.
+pub fn decision_event(
+    verified: &VerifiedProposal,
+    req: &DecisionRequest,
+) -> Result<NewEvent, DecisionError> {
+    let kind = decidable(verified.body.kind()).ok_or_else(|| DecisionError::NotDecidable {
+        proposal: req.proposal.clone(),
+    })?;
+    let submission_id = match &req.submission_id {
+        Some(id) => id.clone(),
+        None => default_submission_id(req)?,
+    };
+    let payload = ProposalDecision {
+        proposal_event_id: req.proposal.clone(),
+        proposal_kind: kind,
+        disposition: req.disposition,
+        replacement: req.replacement.clone(),
+        submission_id,
+        actor: req.actor.clone(),
+        authority: HumanAuthority,
+    };
+    stream_core::Payload::validate(&payload)?;
+    let source = SourceName::fixed(SourceName::PROPOSALS);
+    let root = verified.event.event.root.as_ref();
+    NewEvent::build(&source, root, Some(&req.proposal), &payload).map_err(|_| DecisionError::Build)
+}
+
+/// Verifies the chain and appends the decision (not its projection).
+pub fn record_decision(store: &dyn Store, req: &DecisionRequest) -> Result<Decided, DecisionError> {
+    let verified = verify_chain(store, &req.proposal)?;
+    let event = decision_event(&verified, req)?;
+    match store.append(&event)? {
+        AppendOutcome::Inserted { .. } => Ok(Decided::Recorded(event.id)),
+        AppendOutcome::Converged { .. } => Ok(Decided::Converged(event.id)),
+        AppendOutcome::Conflict => Err(DecisionError::Conflict {
+            proposal: req.proposal.clone(),
+            decision: event.id,
+        }),
+    }
+}

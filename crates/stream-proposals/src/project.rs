@@ -1,0 +1,199 @@
+//! Projection of decisions: an accepted or edited correction becomes a
+//! human-authorized judgment through [`record_judgment`]; a rejection
+//! creates nothing. Memory decisions are materialized by `stream-memory`,
+//! which uses [`verify_decision`] and [`memory_outcome_id`] from here.
+
+use serde_json::json;
+use stream_core::ids::derive_event_id;
+use stream_core::payload::{
+    Criterion, DeliveryReceipt, Disposition, JudgmentRecorded, MemoryChangeMaterialized,
+    ProposalDecision,
+};
+use stream_core::text::ReplyText;
+use stream_core::{Authorship, EventId, NewEvent, Payload, SourceName, StoredEvent};
+use stream_store::{AppendOutcome, EventQuery, Read, Store, StoreError};
+
+use crate::chain::{ChainError, ProposalBody, VerifiedProposal, verify_chain};
+use crate::decision::decidable;
+use crate::judgment::{JudgedOutput, JudgmentInput, record_judgment};
+
+/// A decision could not be projected.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The proposal's chain did not verify.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// The decision event is missing, malformed or forged.
+    #[error("decision {decision} is not a valid human decision")]
+    DecisionInvalid {
+        /// The decision.
+        decision: EventId,
+    },
+    /// The judged output's delivery receipt is gone or does not match.
+    #[error("the target delivery receipt of decision {decision} does not verify")]
+    TargetInvalid {
+        /// The decision.
+        decision: EventId,
+    },
+    /// A different judgment already exists for this decision.
+    #[error("judgment {judgment} already exists with different content")]
+    Conflict {
+        /// The contested judgment.
+        judgment: EventId,
+    },
+    /// An event could not be built.
+    #[error("projection event cannot be built")]
+    Build,
+}
+
+/// A decision whose own lineage and whose proposal's chain verified.
+#[derive(Debug, Clone)]
+pub struct VerifiedDecision {
+    /// The decision event.
+    pub event: StoredEvent,
+    /// Its payload.
+    pub decision: ProposalDecision,
+    /// The verified proposal.
+    pub proposal: VerifiedProposal,
+}
+
+/// Verifies a decision event: schema, human authorship, envelope lineage
+/// (rooted at the proposal's root, parented to the proposal), the
+/// proposal's whole chain, and that the kinds agree.
+pub fn verify_decision(
+    store: &dyn Read,
+    decision_id: &EventId,
+) -> Result<VerifiedDecision, ProjectError> {
+    let invalid = || ProjectError::DecisionInvalid {
+        decision: decision_id.clone(),
+    };
+    let event = store.event(decision_id)?.ok_or_else(invalid)?;
+    let decision: ProposalDecision = event.decode().map_err(|_| invalid())?;
+    let proposal = verify_chain(store, &decision.proposal_event_id)?;
+    let source = SourceName::fixed(SourceName::PROPOSALS);
+    let expected = NewEvent::build(
+        &source,
+        proposal.event.event.root.as_ref(),
+        Some(&decision.proposal_event_id),
+        &decision,
+    )
+    .map_err(|_| invalid())?;
+    let kind_matches = decidable(proposal.body.kind()) == Some(decision.proposal_kind);
+    if expected != event.event || event.event.authorship != Authorship::Human || !kind_matches {
+        return Err(invalid());
+    }
+    Ok(VerifiedDecision {
+        event,
+        decision,
+        proposal,
+    })
+}
+
+/// The id the judgment of a correction decision has (one per decision).
+pub fn judgment_id(decision: &EventId) -> Result<EventId, ProjectError> {
+    derive_event_id(
+        SourceName::JUDGMENTS,
+        JudgmentRecorded::TYPE,
+        &json!(decision),
+    )
+    .map_err(|_| ProjectError::Build)
+}
+
+/// The id a memory decision's outcome has, materialized or failed.
+pub fn memory_outcome_id(decision: &EventId) -> Result<EventId, ProjectError> {
+    derive_event_id(
+        SourceName::PROPOSALS,
+        MemoryChangeMaterialized::TYPE,
+        &json!(decision),
+    )
+    .map_err(|_| ProjectError::Build)
+}
+
+/// What projecting a correction decision did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CorrectionProjection {
+    /// A judgment was recorded (or already was): its id.
+    Judgment(EventId),
+    /// Rejected: no judgment.
+    Rejected,
+}
+
+/// Projects an accepted or edited correction into a judgment with kind
+/// `correct`, criterion `agent-self-correction` v1, the decision's human
+/// actor, the exact target delivery receipt, the decision as feedback
+/// source, `qualityEligible: true`, `externalExportEligible: false`, and the
+/// replacement rebuilt as a full output under the frozen target contract.
+/// Idempotent: a rerun converges on the same judgment.
+pub fn project_correction(
+    store: &dyn Store,
+    decision_id: &EventId,
+) -> Result<CorrectionProjection, ProjectError> {
+    let verified = verify_decision(store, decision_id)?;
+    let ProposalBody::Correction(proposal) = &verified.proposal.body else {
+        return Err(ProjectError::DecisionInvalid {
+            decision: decision_id.clone(),
+        });
+    };
+    let invalid = || ProjectError::DecisionInvalid {
+        decision: decision_id.clone(),
+    };
+    let replacement = match (
+        verified.decision.disposition,
+        &verified.decision.replacement,
+    ) {
+        (Disposition::Reject, _) => return Ok(CorrectionProjection::Rejected),
+        (Disposition::Accept, None) => proposal.replacement.text.clone(),
+        (Disposition::Edit, Some(text)) => ReplyText::new(text.clone()).map_err(|_| invalid())?,
+        (Disposition::Accept, Some(_)) | (Disposition::Edit, None) => return Err(invalid()),
+    };
+    let target = &proposal.target;
+    let receipt = store
+        .event(&target.delivery_receipt_event_id)?
+        .ok_or_else(|| ProjectError::TargetInvalid {
+            decision: decision_id.clone(),
+        })?;
+    let receipt_ok = receipt.decode::<DeliveryReceipt>().is_ok_and(|r| {
+        r.output_event_id == target.output_event_id
+            && r.source_root_event_id == target.source_root_event_id
+    });
+    if !receipt_ok {
+        return Err(ProjectError::TargetInvalid {
+            decision: decision_id.clone(),
+        });
+    }
+    let judgment = record_judgment(&JudgmentInput {
+        criterion: Criterion::AgentSelfCorrection,
+        actor: verified.decision.actor.clone(),
+        target: JudgedOutput {
+            delivery_receipt_event_id: target.delivery_receipt_event_id.clone(),
+            output_event_id: target.output_event_id.clone(),
+            run_id: target.run_id.clone(),
+            source_root_event_id: target.source_root_event_id.clone(),
+            output_contract: target.output_contract,
+        },
+        feedback_source_event_id: decision_id.clone(),
+        replacement,
+    })
+    .map_err(|_| ProjectError::Build)?;
+    match store.append(&judgment)? {
+        AppendOutcome::Inserted { .. } | AppendOutcome::Converged { .. } => {
+            Ok(CorrectionProjection::Judgment(judgment.id))
+        }
+        AppendOutcome::Conflict => Err(ProjectError::Conflict {
+            judgment: judgment.id,
+        }),
+    }
+}
+
+/// Every decision event, oldest first.
+pub fn decisions(store: &dyn Read) -> Result<Vec<StoredEvent>, StoreError> {
+    let source = SourceName::fixed(SourceName::PROPOSALS);
+    let query = EventQuery {
+        event_type: Some(ProposalDecision::TYPE.into()),
+        ..EventQuery::source_after(&source, 0)
+    };
+    store.events(&query)
+}

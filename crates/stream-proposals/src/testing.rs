@@ -1,0 +1,329 @@
+//! Test support (feature `testing`): a store holding real settled runs — a
+//! delivered earlier reply, a `memory.md` version, and a run whose three
+//! proposals were made under a stored snapshot — for this crate's tests and
+//! those of the crates above it (export, memory, engine).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::collections::BTreeSet;
+
+use crate::settle::{RunFacts, Settlement, ValidatedCompletion, ValidatedProposal, commit};
+use stream_context::{ContextSpec, Snapshot};
+use stream_core::canon::sha256;
+use stream_core::ids::{derive_document_id, derive_run_id, derive_version_id};
+use stream_core::payload::*;
+use stream_core::text::{BoundedText, Label};
+use stream_core::*;
+use stream_store::{Read, RunRow, RunStatus, SqliteStore, Store, VersionRow};
+
+pub const AGENT: &str = "telegram-conversation";
+
+/// The store and the helpers that write to it.
+#[derive(Debug)]
+pub struct Base {
+    pub store: SqliteStore,
+    pub path: std::path::PathBuf,
+    pub telegram: SourceName,
+    update: i64,
+    _dir: tempfile::TempDir,
+}
+
+#[derive(Debug)]
+pub struct World {
+    pub base: Base,
+    pub earlier_output: EventId,
+    pub earlier_receipt: EventId,
+    pub trigger: StoredEvent,
+    pub snapshot: Snapshot,
+    pub memory: EventId,
+    pub correction: EventId,
+    pub focus: EventId,
+    /// The trigger run's own output (the acknowledgment), undelivered.
+    pub trigger_output: NewEvent,
+}
+
+impl std::ops::Deref for World {
+    type Target = Base;
+    fn deref(&self) -> &Base {
+        &self.base
+    }
+}
+
+pub fn spec() -> ContextSpec {
+    ContextSpec {
+        agent_id: Label::new(AGENT).unwrap(),
+        agent_version: 18,
+        declaration_fingerprint: Fingerprint::parse(&"f".repeat(64)).unwrap(),
+        proposals: ProposalKind::ALL.into_iter().collect(),
+        prompt: "prompt".into(),
+        transcript_messages: 20,
+        history_agents: BTreeSet::from([AGENT.to_owned()]),
+        memory_subscribed: true,
+    }
+}
+
+fn facts(trigger: &StoredEvent, snapshot: Option<SnapshotId>) -> RunFacts {
+    RunFacts {
+        run_id: derive_run_id(AGENT, 18, trigger.id()).unwrap(),
+        agent_id: Label::new(AGENT).unwrap(),
+        agent_version: 18,
+        declaration_fingerprint: Fingerprint::parse(&"f".repeat(64)).unwrap(),
+        worker_bundle_sha256: Some(sha256(b"worker")),
+        provider: Some(ProviderRef {
+            api: ProviderApi::OpenaiChat,
+            model: BoundedText::new("m").unwrap(),
+        }),
+        snapshot_id: snapshot,
+        trigger_event_id: trigger.id().clone(),
+        trigger_seq: trigger.seq,
+        telegram_source: trigger.event.source.clone(),
+        chat_id: 42,
+        attempts: 1,
+        consumer: format!("{AGENT}@18"),
+    }
+}
+
+impl Base {
+    pub fn message(&mut self, text: &str) -> StoredEvent {
+        self.update += 1;
+        let msg = MessageReceived {
+            update_id: self.update,
+            message_id: self.update,
+            chat_id: 42,
+            chat_type: PrivateChat,
+            sender_id: 42,
+            date: 1_790_000_000,
+            text: Some(BoundedText::new(text).unwrap()),
+            photo: None,
+            reply_to_message_id: None,
+            command: None,
+        };
+        let event = NewEvent::build(&self.telegram, None, None, &msg).unwrap();
+        self.store.append(&event).unwrap();
+        self.store.event(&event.id).unwrap().unwrap()
+    }
+
+    /// Settles a model run on `trigger` under a freshly built and stored
+    /// snapshot, with proposals made by `propose` from that snapshot.
+    pub fn settle_run(
+        &self,
+        trigger: &StoredEvent,
+        text: Option<&str>,
+        propose: impl FnOnce(&Snapshot) -> Vec<ValidatedProposal>,
+    ) -> (Settlement, Snapshot) {
+        let run_id = derive_run_id(AGENT, 18, trigger.id()).unwrap();
+        let snapshot = stream_context::build(&self.store, &spec(), &run_id, trigger).unwrap();
+        let (bytes, snapshot_id) = snapshot.encode().unwrap();
+        let mut tx = self.store.begin().unwrap();
+        tx.put_blob(&bytes).unwrap();
+        tx.put_run(&RunRow {
+            run_id,
+            agent_id: AGENT.into(),
+            agent_version: 18,
+            trigger_event_id: trigger.id().clone(),
+            status: RunStatus::Pending,
+            attempts: 0,
+            snapshot_id: Some(snapshot_id.clone()),
+        })
+        .unwrap();
+        tx.commit().unwrap();
+        let completion = ValidatedCompletion {
+            text: text.map(|t| BoundedText::new(t).unwrap()),
+            thinking: ThinkingMarker::None,
+            proposals: propose(&snapshot),
+        };
+        let settlement =
+            Settlement::assemble(&facts(trigger, Some(snapshot_id)), &completion).unwrap();
+        commit(&self.store, &settlement).unwrap();
+        (settlement, snapshot)
+    }
+
+    pub fn deliver(&self, output: &NewEvent, root: &StoredEvent) -> EventId {
+        let out: MessageObservation = serde_json::from_slice(&output.payload).unwrap();
+        let receipt = DeliveryReceipt {
+            output_event_id: output.id.clone(),
+            run_id: out.run_id,
+            chat_id: 42,
+            message_id: 900 + root.seq as i64,
+            date: 1_790_000_100,
+            root_sender_id: 42,
+            source_root_event_id: root.id().clone(),
+        };
+        let event =
+            NewEvent::build(&self.telegram, Some(root.id()), Some(&output.id), &receipt).unwrap();
+        self.store.append(&event).unwrap();
+        event.id
+    }
+}
+
+impl Default for World {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl World {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        Self::build(dir, path)
+    }
+
+    /// The same world in the store file at `path` (e.g. a CLI home's store).
+    pub fn at(path: &std::path::Path) -> Self {
+        Self::build(tempfile::tempdir().unwrap(), path.to_owned())
+    }
+
+    fn build(dir: tempfile::TempDir, path: std::path::PathBuf) -> Self {
+        let store = SqliteStore::open(&path).unwrap();
+        // memory.md as a scan records it.
+        let source = SourceName::fixed(SourceName::CONTEXT);
+        let doc = derive_document_id(source.as_str(), "memory.md").unwrap();
+        let text = b"---\nid: memory-1\n---\n# Memory\n";
+        let mut tx = store.begin().unwrap();
+        tx.ensure_document(&doc, &source, "memory.md").unwrap();
+        let sha = tx.put_blob(text).unwrap();
+        let version = derive_version_id(&doc, &sha, None).unwrap();
+        tx.insert_version(&VersionRow {
+            id: version.clone(),
+            document_id: doc.clone(),
+            sha256: sha,
+            size: text.len() as u64,
+            content_type: "text/markdown".into(),
+            previous_version: None,
+        })
+        .unwrap();
+        tx.set_current_version(&doc, &version).unwrap();
+        tx.commit().unwrap();
+
+        let mut base = Base {
+            store,
+            path,
+            telegram: SourceName::telegram(99),
+            update: 0,
+            _dir: dir,
+        };
+        let earlier = base.message("What is the capital of France?");
+        let (earlier_settlement, _) = base.settle_run(&earlier, Some("Lyon."), |_| vec![]);
+        let earlier_receipt = base.deliver(earlier_settlement.output(), &earlier);
+        let trigger = base.message("Remember I like tea, and fix your last answer.");
+        let (settlement, snapshot) = base.settle_run(&trigger, None, |s| {
+            let latest = s.latest_correction_target().unwrap().clone();
+            vec![
+                ValidatedProposal::Memory {
+                    target: s.capabilities.memory_target.clone().unwrap(),
+                    operation: MemoryOperation::Append,
+                    text: BoundedText::new("canary-world-memory: likes tea").unwrap(),
+                    reason: BoundedText::new("asked").unwrap(),
+                    evidence: EvidenceIds::new(vec![s.trigger.event_id.clone()]).unwrap(),
+                },
+                ValidatedProposal::Correction {
+                    evidence: EvidenceIds::new(vec![latest.output_event_id.clone()]).unwrap(),
+                    target: latest,
+                    replacement: BoundedText::new("Paris.").unwrap(),
+                    reason: BoundedText::new("wrong city").unwrap(),
+                },
+                focus(),
+            ]
+        });
+        let [memory, correction, focus] = settlement.proposals() else {
+            panic!()
+        };
+        let trigger = base.store.event(trigger.id()).unwrap().unwrap();
+        World {
+            earlier_output: earlier_settlement.output().id.clone(),
+            earlier_receipt,
+            trigger,
+            snapshot,
+            memory: memory.id.clone(),
+            correction: correction.id.clone(),
+            focus: focus.id.clone(),
+            trigger_output: settlement.output().clone(),
+            base,
+        }
+    }
+}
+
+/// A valid focus declaration proposal.
+pub fn focus() -> ValidatedProposal {
+    ValidatedProposal::Focus {
+        declaration: FocusDeclaration {
+            identity: FocusIdentity {
+                id: "garden".into(),
+                version: 1,
+            },
+            lineage: FocusLineage { parent: None },
+            scope: FocusScope { chat: OriginChat },
+            objective: BoundedText::new("Plan the garden.").unwrap(),
+            subscriptions: vec![],
+            budgets: FocusBudgets {
+                max_runs_per_day: 3,
+                max_output_tokens_per_run: 500,
+                max_days: 30,
+            },
+            requested_permissions: FocusPermissions {
+                tools: EmptyList,
+                proposals: EmptyList,
+                external_actions: False,
+            },
+            retirement: FocusRetirement {
+                rule: RetirementRule::Manual,
+                days: None,
+            },
+        },
+    }
+}
+
+impl World {
+    /// Delivers the trigger run's acknowledgment; returns the receipt id.
+    pub fn deliver_trigger_reply(&self) -> EventId {
+        self.base.deliver(&self.trigger_output, &self.trigger)
+    }
+
+    /// The owner's `/correct <text>` of a delivered reply, as the engine
+    /// records it: the command message, then a `telegram-correct` judgment.
+    pub fn owner_correct(
+        &mut self,
+        output: &NewEvent,
+        receipt: &EventId,
+        root: &EventId,
+        text: &str,
+    ) -> EventId {
+        use crate::judgment::{JudgedOutput, JudgmentInput, record_judgment};
+        self.base.update += 1;
+        let msg = MessageReceived {
+            update_id: self.base.update,
+            message_id: self.base.update,
+            chat_id: 42,
+            chat_type: PrivateChat,
+            sender_id: 42,
+            date: 1_790_000_000,
+            text: Some(BoundedText::new(format!("/correct {text}")).unwrap()),
+            photo: None,
+            reply_to_message_id: None,
+            command: Some(CommandRef {
+                name: BotCommand::Correct,
+                args: BoundedText::new(text).unwrap(),
+            }),
+        };
+        let msg = NewEvent::build(&self.base.telegram, None, None, &msg).unwrap();
+        self.base.store.append(&msg).unwrap();
+        let out: MessageObservation = serde_json::from_slice(&output.payload).unwrap();
+        let judgment = record_judgment(&JudgmentInput {
+            criterion: Criterion::TelegramCorrect,
+            actor: Label::new("owner").unwrap(),
+            target: JudgedOutput {
+                delivery_receipt_event_id: receipt.clone(),
+                output_event_id: output.id.clone(),
+                run_id: out.run_id,
+                source_root_event_id: root.clone(),
+                output_contract: OutputContract::ConversationText1,
+            },
+            feedback_source_event_id: msg.id.clone(),
+            replacement: BoundedText::new(text).unwrap(),
+        })
+        .unwrap();
+        self.base.store.append(&judgment).unwrap();
+        judgment.id
+    }
+}

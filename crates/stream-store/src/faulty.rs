@@ -1,0 +1,184 @@
+//! A store wrapper that fails the Nth write of a transaction (feature
+//! `conformance`), in the spirit of redb's crash tests: run an operation
+//! once per write step with a fault there, and check that each leaves
+//! nothing behind and that a clean rerun converges.
+
+#![allow(missing_docs)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use stream_core::{
+    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent, VersionId,
+};
+
+use crate::{
+    AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
+    Tx, VersionRow,
+};
+
+/// Wraps a store; the write with index `fail_at` (0-based, counting every
+/// append, row write and commit across transactions) fails with
+/// `StoreError::Backend("injected fault")`.
+#[derive(Debug)]
+pub struct FaultyStore<S> {
+    inner: S,
+    writes: AtomicUsize,
+    fail_at: AtomicUsize,
+}
+
+impl<S: Store> FaultyStore<S> {
+    /// No fault until [`FaultyStore::fail_at`] is called.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            writes: AtomicUsize::new(0),
+            fail_at: AtomicUsize::new(usize::MAX),
+        }
+    }
+
+    /// Fails the `n`th write from now (0 = the next one).
+    pub fn fail_at(&self, n: usize) {
+        self.writes.store(0, Ordering::SeqCst);
+        self.fail_at.store(n, Ordering::SeqCst);
+    }
+
+    /// Clears the fault; returns how many writes happened since `fail_at`.
+    pub fn heal(&self) -> usize {
+        self.fail_at.store(usize::MAX, Ordering::SeqCst);
+        self.writes.swap(0, Ordering::SeqCst)
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn step(&self) -> Result<(), StoreError> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        if n == self.fail_at.load(Ordering::SeqCst) {
+            Err(StoreError::Backend("injected fault".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+struct FaultyTx<'a, S> {
+    inner: Box<dyn Tx + 'a>,
+    owner: &'a FaultyStore<S>,
+}
+
+macro_rules! delegate_read {
+    ($t:ty, $s:ident => $inner:expr) => {
+        impl<S: Store> Read for $t {
+            fn event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
+                let $s = self;
+                $inner.event(id)
+            }
+            fn events(&self, q: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
+                let $s = self;
+                $inner.events(q)
+            }
+            fn source_head(&self, source: &SourceName) -> Result<u64, StoreError> {
+                let $s = self;
+                $inner.source_head(source)
+            }
+            fn sources(&self) -> Result<Vec<SourceName>, StoreError> {
+                let $s = self;
+                $inner.sources()
+            }
+            fn run(&self, id: &RunId) -> Result<Option<RunRow>, StoreError> {
+                let $s = self;
+                $inner.run(id)
+            }
+            fn runs_with_status(&self, status: RunStatus) -> Result<Vec<RunRow>, StoreError> {
+                let $s = self;
+                $inner.runs_with_status(status)
+            }
+            fn progress(&self, consumer: &str) -> Result<Option<Progress>, StoreError> {
+                let $s = self;
+                $inner.progress(consumer)
+            }
+            fn control(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+                let $s = self;
+                $inner.control(key)
+            }
+            fn document(&self, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
+                let $s = self;
+                $inner.document(id)
+            }
+            fn documents(&self, source: &SourceName) -> Result<Vec<DocumentRow>, StoreError> {
+                let $s = self;
+                $inner.documents(source)
+            }
+            fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
+                let $s = self;
+                $inner.version(id)
+            }
+            fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
+                let $s = self;
+                $inner.blob(sha256)
+            }
+        }
+    };
+}
+
+delegate_read!(FaultyStore<S>, s => s.inner);
+delegate_read!(FaultyTx<'_, S>, t => t.inner);
+
+impl<S: Store> Store for FaultyStore<S> {
+    fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        Ok(Box::new(FaultyTx {
+            inner: self.inner.begin()?,
+            owner: self,
+        }))
+    }
+}
+
+impl<S: Store> Tx for FaultyTx<'_, S> {
+    fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
+        self.owner.step()?;
+        self.inner.append(event)
+    }
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
+        self.owner.step()?;
+        self.inner.put_blob(bytes)
+    }
+    fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError> {
+        self.owner.step()?;
+        self.inner.put_run(run)
+    }
+    fn set_progress(&mut self, consumer: &str, progress: &Progress) -> Result<(), StoreError> {
+        self.owner.step()?;
+        self.inner.set_progress(consumer, progress)
+    }
+    fn set_control(&mut self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+        self.owner.step()?;
+        self.inner.set_control(key, value)
+    }
+    fn ensure_document(
+        &mut self,
+        id: &DocumentId,
+        source: &SourceName,
+        path: &str,
+    ) -> Result<(), StoreError> {
+        self.owner.step()?;
+        self.inner.ensure_document(id, source, path)
+    }
+    fn insert_version(&mut self, version: &VersionRow) -> Result<(), StoreError> {
+        self.owner.step()?;
+        self.inner.insert_version(version)
+    }
+    fn set_current_version(
+        &mut self,
+        doc: &DocumentId,
+        version: &VersionId,
+    ) -> Result<(), StoreError> {
+        self.owner.step()?;
+        self.inner.set_current_version(doc, version)
+    }
+    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.owner.step()?;
+        self.inner.commit()
+    }
+}
