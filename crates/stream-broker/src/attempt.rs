@@ -173,9 +173,9 @@ impl AttemptError {
     fn from_child(stage: Stage, error: ChildIoError) -> Self {
         match error {
             ChildIoError::TimedOut => Self::WorkerTimeout { stage },
-            ChildIoError::OutputCapExceeded { .. } | ChildIoError::LineTooLong { .. } => {
-                Self::WorkerOutputExceeded { stage }
-            }
+            ChildIoError::OutputCapExceeded { .. }
+            | ChildIoError::LineTooLong { .. }
+            | ChildIoError::KilledForOutput => Self::WorkerOutputExceeded { stage },
             ChildIoError::UnterminatedLine { .. }
             | ChildIoError::LineContainsNewline
             | ChildIoError::StdinClosed

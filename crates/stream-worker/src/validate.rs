@@ -41,22 +41,6 @@ pub const MAX_ARGUMENT_BYTES: usize = 256 * 1024;
 /// The largest visible text, in Unicode scalar values (`conversation-text@1`).
 pub const MAX_TEXT_CHARS: usize = 4096;
 
-/// The fixed tool name of each proposal kind.
-pub fn tool_name(kind: ProposalKind) -> &'static str {
-    match kind {
-        ProposalKind::MemoryChange => "request_memory_change",
-        ProposalKind::SelfCorrection => "submit_correction",
-        ProposalKind::FocusDeclaration => "propose_focus",
-    }
-}
-
-/// The proposal kind of a fixed tool name.
-pub fn tool_kind(name: &str) -> Option<ProposalKind> {
-    ProposalKind::ALL
-        .into_iter()
-        .find(|&kind| tool_name(kind) == name)
-}
-
 /// The packet cannot be used. Content-dark: positions only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PacketError {
@@ -109,7 +93,8 @@ impl<'p> PreparedPacket<'p> {
     pub fn new(packet: &'p Packet) -> Result<Self, PacketError> {
         let mut tools: Vec<PreparedTool> = Vec::with_capacity(packet.tools.len());
         for (index, tool) in packet.tools.iter().enumerate() {
-            let kind = tool_kind(&tool.name).ok_or(PacketError::UnknownTool { index })?;
+            let kind = ProposalKind::from_tool_name(&tool.name)
+                .ok_or(PacketError::UnknownTool { index })?;
             if tools.iter().any(|t| t.kind == kind) {
                 return Err(PacketError::DuplicateTool { index });
             }

@@ -361,3 +361,52 @@ fn the_worker_flag_matches_the_brokers() {
         stream_worker::ALLOW_UNENFORCED_FLAG
     );
 }
+
+#[test]
+fn the_shipped_tool_schemas_work_inside_the_sandbox() {
+    // The declarations crate's manifest (what production packets carry):
+    // its schemas compile in the sandboxed worker, valid calls are captured,
+    // and a bound it carries is enforced.
+    use stream_core::payload::ProposalKind;
+    for api in APIS {
+        let mut p = packet(api);
+        p.tools = ProposalKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let spec = stream_declarations::tool_spec(kind);
+                stream_protocol::ToolDef {
+                    name: spec.name.into(),
+                    description: spec.description.into(),
+                    input_schema: spec.schema,
+                }
+            })
+            .collect();
+        let c = completed(one(
+            api,
+            &p,
+            Reply::completion(ScriptedCompletion::calls(vec![mem(), cor()])),
+        ));
+        assert_eq!(c.calls.len(), 2, "{api:?}");
+        let mut too_long = correction_args("x");
+        too_long["replacement"] = json!("y".repeat(4097));
+        let report = one(
+            api,
+            &p,
+            Reply::completion(ScriptedCompletion::calls(vec![ScriptedCall::json(
+                "c1",
+                "submit_correction",
+                too_long,
+            )])),
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                report.result,
+                WorkerResult::Rejected {
+                    reason: R::MalformedCall
+                }
+            ),
+            "{api:?}"
+        );
+    }
+}
