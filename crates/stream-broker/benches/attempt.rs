@@ -1,0 +1,151 @@
+//! Worker spawn + sandbox setup + packet round trip through the broker, with
+//! an instant scripted provider on loopback, against a bare spawn of a static
+//! trivial binary measured in the same run; and the worker's peak RSS.
+//!
+//! `cargo bench -p stream-broker --bench attempt` (`-- --runs N`, default 100).
+//! Prints medians and the ratio; asserts nothing about speed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use stream_broker::{Broker, BrokerConfig};
+use stream_core::payload::ProviderApi;
+use stream_protocol::WorkerResult;
+use stream_testkit::packets::{memory_args, packet};
+use stream_testkit::provider::{Reply, ScriptedCall, ScriptedCompletion, ScriptedProvider};
+
+const KEY_ENV: &str = "THESTREAM_BENCH_API_KEY";
+
+/// A static `fn main() {}` built with the same rustc, or `/bin/true` when
+/// static linking is unavailable. Returns the path and what it is.
+fn trivial_binary(dir: &Path) -> (PathBuf, &'static str) {
+    let src = dir.join("trivial.rs");
+    let bin = dir.join("trivial");
+    std::fs::write(&src, "fn main() {}\n").unwrap();
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let ok = Command::new(rustc)
+        .args([
+            "-O",
+            "-C",
+            "target-feature=+crt-static",
+            "-C",
+            "panic=abort",
+            "-C",
+            "strip=symbols",
+        ])
+        .arg(&src)
+        .arg("-o")
+        .arg(&bin)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        (bin, "static fn main() {} (rustc +crt-static)")
+    } else {
+        (
+            PathBuf::from("/bin/true"),
+            "/bin/true (dynamic; static linking unavailable)",
+        )
+    }
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn main() {
+    let runs: usize = std::env::args()
+        .skip_while(|a| a != "--runs")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100);
+    // SAFETY: single-threaded here; nothing else reads the environment yet.
+    unsafe { std::env::set_var(KEY_ENV, "bench-key") };
+    let tmp = tempfile::tempdir().unwrap();
+    let (trivial, trivial_kind) = trivial_binary(tmp.path());
+    let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+
+    let api = ProviderApi::OpenaiChat;
+    let p = packet(api);
+    let reply = Reply::completion(ScriptedCompletion {
+        texts: vec!["Noted.".into()],
+        thinking: None,
+        calls: vec![ScriptedCall::json(
+            "call_1",
+            "request_memory_change",
+            memory_args("bench"),
+        )],
+    });
+    let provider = ScriptedProvider::start(vec![reply.clone(); runs + 5]).unwrap();
+    let broker = Broker::new(BrokerConfig::new(
+        worker.clone(),
+        provider.base_url(api),
+        KEY_ENV.into(),
+    ))
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // Warm up both paths (page cache, connection pool).
+    for _ in 0..3 {
+        Command::new(&trivial)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        runtime.block_on(broker.run_attempt(&p)).unwrap();
+    }
+
+    let mut bare = Vec::with_capacity(runs);
+    let mut attempts = Vec::with_capacity(runs);
+    let mut rss = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        // Interleaved, so both see the same machine conditions.
+        let t = Instant::now();
+        let status = Command::new(&trivial)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        bare.push(t.elapsed());
+        assert!(status.success());
+
+        let t = Instant::now();
+        let report = runtime.block_on(broker.run_attempt(&p)).unwrap();
+        attempts.push(t.elapsed());
+        assert!(matches!(report.result, WorkerResult::Completed(_)));
+        rss.push(report.worker.peak_rss_kib);
+    }
+    rss.sort_unstable();
+    let bare_median = median(bare);
+    let attempt_median = median(attempts);
+    println!("runs: {runs}");
+    println!(
+        "bare spawn ({trivial_kind}): median {:.3} ms",
+        bare_median.as_secs_f64() * 1e3
+    );
+    println!(
+        "attempt (spawn + sandbox + hello + packet + request check + loopback HTTP + result + exit): median {:.3} ms",
+        attempt_median.as_secs_f64() * 1e3
+    );
+    println!(
+        "ratio attempt / bare spawn: {:.1}x",
+        attempt_median.as_secs_f64() / bare_median.as_secs_f64()
+    );
+    println!(
+        "worker peak RSS (wait4 ru_maxrss): median {} KiB, max {} KiB",
+        rss[rss.len() / 2],
+        rss[rss.len() - 1]
+    );
+    assert_eq!(
+        provider.requests().len(),
+        runs + 3,
+        "one provider request per attempt"
+    );
+}

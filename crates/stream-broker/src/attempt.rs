@@ -1,0 +1,455 @@
+//! One attempt: the worker's frames in order, the request check, the one
+//! HTTP request.
+
+use std::fmt;
+use std::time::Duration;
+
+use stream_core::payload::RunFailureReason;
+use stream_protocol::framing::parse_frame;
+use stream_protocol::{
+    BrokerRequest, BrokerResponse, MAX_FRAME_BYTES, Packet, ParentFrame, WorkerErrorCode,
+    WorkerFrame, WorkerResult,
+};
+use stream_sandbox::{ChildIoError, Ended, Ending, Enforcement, NotEnforced, WorkerChild};
+
+use crate::http::{self, Secret};
+use crate::{ALLOW_UNENFORCED_FLAG, Broker, BrokerConfig};
+
+/// Where in the attempt something happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Waiting for `hello`.
+    Hello,
+    /// Sending the packet.
+    Packet,
+    /// Waiting for the one `broker.request`.
+    Request,
+    /// Sending the `broker.response`.
+    Response,
+    /// Waiting for the `result`.
+    Result,
+    /// Waiting for the worker to exit after its result.
+    Exit,
+}
+
+/// Why an attempt failed. Content-dark: stages, codes and counts only —
+/// never packet, request, response or argument text, never the key.
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptError {
+    /// The packet cannot be built into a native request.
+    #[error("packet cannot be built into a request: {0}")]
+    PacketUnbuildable(#[from] stream_provider::BuildError),
+    /// The packet frame is over the frame cap.
+    #[error("packet frame over {cap} bytes")]
+    PacketTooLarge {
+        /// The cap.
+        cap: usize,
+    },
+    /// The API key's environment variable is unset or unusable.
+    #[error("provider credential missing")]
+    CredentialMissing,
+    /// The worker could not be started.
+    #[error("worker could not be started: {0}")]
+    Spawn(#[from] stream_sandbox::SpawnError),
+    /// The worker passed its wall-clock deadline and was killed.
+    #[error("worker timed out at stage {stage:?}; killed")]
+    WorkerTimeout {
+        /// Where.
+        stage: Stage,
+    },
+    /// The worker wrote more than its output cap or a line over the frame
+    /// cap, and was killed.
+    #[error("worker output over its cap at stage {stage:?}; killed")]
+    WorkerOutputExceeded {
+        /// Where.
+        stage: Stage,
+    },
+    /// Talking to the worker failed.
+    #[error("worker i/o failed at stage {stage:?}: {error}")]
+    WorkerIo {
+        /// Where.
+        stage: Stage,
+        /// What (content-dark).
+        error: ChildIoError,
+    },
+    /// The worker closed its output early.
+    #[error("worker ended its output at stage {stage:?}")]
+    WorkerExited {
+        /// Where.
+        stage: Stage,
+    },
+    /// The worker wrote something that is not a frame.
+    #[error("worker wrote a malformed frame at stage {stage:?}; killed")]
+    Garbage {
+        /// Where.
+        stage: Stage,
+    },
+    /// The worker sent a valid frame out of order.
+    #[error("worker sent {got} at stage {stage:?}; killed")]
+    UnexpectedFrame {
+        /// Where.
+        stage: Stage,
+        /// The frame received.
+        got: &'static str,
+    },
+    /// The worker reported an error frame.
+    #[error("worker reported error {code:?} at stage {stage:?}")]
+    WorkerReported {
+        /// Where.
+        stage: Stage,
+        /// Its code.
+        code: WorkerErrorCode,
+    },
+    /// The hello frame's sandbox report does not parse.
+    #[error("worker sandbox report is unreadable")]
+    SandboxReportInvalid,
+    /// The sandbox report lacks Landlock, seccomp or a required limit.
+    #[error("{0}")]
+    SandboxNotEnforced(#[from] NotEnforced),
+    /// The worker's request differs from the one rebuilt from the packet.
+    #[error("worker request does not match the packet; killed")]
+    RequestMismatch,
+    /// The worker asked for a second provider request.
+    #[error("worker asked for a second provider request; killed")]
+    SecondRequest,
+    /// The provider did not answer within the HTTP timeout.
+    #[error("provider request timed out")]
+    ProviderTimeout,
+    /// The provider could not be reached.
+    #[error("provider unreachable")]
+    ProviderUnreachable,
+    /// The provider's body is over `MAX_PROVIDER_BODY_BYTES`.
+    #[error("provider body over the cap (status {status})")]
+    ProviderBodyTooLarge {
+        /// HTTP status.
+        status: u16,
+    },
+    /// The provider's body is not UTF-8.
+    #[error("provider body is not UTF-8 (status {status})")]
+    ProviderBodyNotUtf8 {
+        /// HTTP status.
+        status: u16,
+    },
+    /// The response does not fit one frame (escaping grew it past the cap).
+    #[error("provider response does not fit one frame")]
+    ResponseFrameTooLarge,
+    /// The worker did not exit cleanly after its result.
+    #[error("worker ended {ending:?} after its result")]
+    WorkerEndedBadly {
+        /// How it ended.
+        ending: Ending,
+    },
+}
+
+impl AttemptError {
+    /// The content-dark reason to record for this failure.
+    pub fn reason(&self) -> RunFailureReason {
+        use RunFailureReason as R;
+        match self {
+            Self::PacketUnbuildable(_) | Self::PacketTooLarge { .. } => R::SnapshotInvalid,
+            Self::CredentialMissing => R::ProviderRejected,
+            Self::WorkerTimeout { .. } => R::WorkerTimeout,
+            Self::Spawn(_)
+            | Self::WorkerOutputExceeded { .. }
+            | Self::WorkerIo { .. }
+            | Self::WorkerExited { .. }
+            | Self::Garbage { .. }
+            | Self::UnexpectedFrame { .. }
+            | Self::WorkerEndedBadly { .. } => R::WorkerFailed,
+            Self::WorkerReported { code, .. } => match code {
+                WorkerErrorCode::Sandbox => R::SandboxNotEnforced,
+                WorkerErrorCode::Protocol | WorkerErrorCode::Packet => R::WorkerFailed,
+            },
+            Self::SandboxReportInvalid | Self::SandboxNotEnforced(_) => R::SandboxNotEnforced,
+            Self::RequestMismatch => R::RequestMismatch,
+            Self::SecondRequest => R::SecondRequest,
+            Self::ProviderTimeout | Self::ProviderUnreachable => R::ProviderTransient,
+            Self::ProviderBodyTooLarge { .. }
+            | Self::ProviderBodyNotUtf8 { .. }
+            | Self::ResponseFrameTooLarge => R::ProviderMalformed,
+        }
+    }
+
+    fn from_child(stage: Stage, error: ChildIoError) -> Self {
+        match error {
+            ChildIoError::TimedOut => Self::WorkerTimeout { stage },
+            ChildIoError::OutputCapExceeded { .. }
+            | ChildIoError::LineTooLong { .. }
+            | ChildIoError::KilledForOutput => Self::WorkerOutputExceeded { stage },
+            ChildIoError::UnterminatedLine { .. }
+            | ChildIoError::LineContainsNewline
+            | ChildIoError::StdinClosed
+            | ChildIoError::Io { .. } => Self::WorkerIo { stage, error },
+        }
+    }
+}
+
+/// A completed attempt: the worker's result, with everything the parent
+/// needs to check it.
+pub struct AttemptReport {
+    /// The worker's verified sandbox report.
+    pub sandbox: Enforcement,
+    /// The provider's HTTP status.
+    pub status: u16,
+    /// The provider's raw body (at most `MAX_PROVIDER_BODY_BYTES`), for the
+    /// parent's own re-parse.
+    pub body: String,
+    /// The worker's result frame.
+    pub result: WorkerResult,
+    /// How the worker ended (exit status, peak RSS, CPU time).
+    pub worker: Ended,
+}
+
+impl fmt::Debug for AttemptReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let outcome = match &self.result {
+            WorkerResult::Completed(c) => format!("completed(calls={})", c.calls.len()),
+            WorkerResult::Rejected { reason } => format!("rejected({})", reason.as_str()),
+        };
+        f.debug_struct("AttemptReport")
+            .field("status", &self.status)
+            .field("body_len", &self.body.len())
+            .field("result", &outcome)
+            .field("worker", &self.worker)
+            .finish_non_exhaustive()
+    }
+}
+
+fn frame_name(frame: &WorkerFrame) -> &'static str {
+    match frame {
+        WorkerFrame::Hello(_) => "hello",
+        WorkerFrame::BrokerRequest(_) => "broker.request",
+        WorkerFrame::Result(_) => "result",
+        WorkerFrame::Error(_) => "error",
+    }
+}
+
+/// The worker while an attempt is under way. Dropping it kills and reaps it.
+struct Session {
+    child: WorkerChild,
+    wait: Duration,
+}
+
+impl Session {
+    /// Reads one frame; kills the worker on anything but a frame.
+    fn read(&mut self, stage: Stage) -> Result<WorkerFrame, AttemptError> {
+        match self.child.read_line(self.wait) {
+            Ok(Some(line)) => parse_frame::<WorkerFrame>(&line).map_err(|_| {
+                self.child.kill();
+                AttemptError::Garbage { stage }
+            }),
+            Ok(None) => Err(self.ended_early(stage)),
+            Err(e) => Err(AttemptError::from_child(stage, e)),
+        }
+    }
+
+    /// The worker's output ended: say why (the watchdog's kill at the
+    /// deadline also ends it, and must read as a timeout).
+    fn ended_early(&mut self, stage: Stage) -> AttemptError {
+        match self.child.wait(self.wait).map(|ended| ended.ending) {
+            Ok(Ending::KilledForTime) => AttemptError::WorkerTimeout { stage },
+            Ok(Ending::KilledForOutput) => AttemptError::WorkerOutputExceeded { stage },
+            Ok(Ending::Exited { .. } | Ending::Signaled { .. } | Ending::KilledByParent) => {
+                AttemptError::WorkerExited { stage }
+            }
+            Err(error) => AttemptError::from_child(stage, error),
+        }
+    }
+
+    /// A frame that is not the one expected: kill, and say what it was.
+    fn unexpected(&mut self, stage: Stage, frame: &WorkerFrame) -> AttemptError {
+        self.child.kill();
+        match (stage, frame) {
+            (_, WorkerFrame::Error(e)) => AttemptError::WorkerReported {
+                stage,
+                code: e.code,
+            },
+            (Stage::Result | Stage::Exit, WorkerFrame::BrokerRequest(_)) => {
+                AttemptError::SecondRequest
+            }
+            _ => AttemptError::UnexpectedFrame {
+                stage,
+                got: frame_name(frame),
+            },
+        }
+    }
+
+    fn write(&mut self, stage: Stage, frame: &ParentFrame) -> Result<(), AttemptError> {
+        let line = serde_json::to_vec(frame).map_err(|_| AttemptError::ResponseFrameTooLarge)?;
+        if line.len() + 1 > MAX_FRAME_BYTES {
+            self.child.kill();
+            return Err(match stage {
+                Stage::Packet => AttemptError::PacketTooLarge {
+                    cap: MAX_FRAME_BYTES,
+                },
+                Stage::Hello | Stage::Request | Stage::Response | Stage::Result | Stage::Exit => {
+                    AttemptError::ResponseFrameTooLarge
+                }
+            });
+        }
+        self.child
+            .write_line(&line)
+            .map_err(|e| AttemptError::from_child(stage, e))
+    }
+}
+
+/// Phase 1: spawn, hello, verify, packet, the one request, its check.
+fn start(
+    config: &BrokerConfig,
+    packet: &Packet,
+    expected: &serde_json::Value,
+) -> Result<(Session, Enforcement), AttemptError> {
+    let args: Vec<&std::ffi::OsStr> = if config.allow_unenforced {
+        vec![ALLOW_UNENFORCED_FLAG.as_ref()]
+    } else {
+        vec![]
+    };
+    let child = stream_sandbox::spawn(&config.worker, &args, &config.spawn)?;
+    let mut session = Session {
+        child,
+        wait: config.spawn.wall_clock,
+    };
+    let hello = match session.read(Stage::Hello)? {
+        WorkerFrame::Hello(hello) => hello,
+        other => return Err(session.unexpected(Stage::Hello, &other)),
+    };
+    let Ok(sandbox) = serde_json::from_value::<Enforcement>(hello.sandbox) else {
+        session.child.kill();
+        return Err(AttemptError::SandboxReportInvalid);
+    };
+    if let Err(not_enforced) = stream_sandbox::verify(&sandbox, config.allow_unenforced) {
+        session.child.kill();
+        return Err(not_enforced.into());
+    }
+    session.write(
+        Stage::Packet,
+        &ParentFrame::Packet(Box::new(packet.clone())),
+    )?;
+    let request: BrokerRequest = match session.read(Stage::Request)? {
+        WorkerFrame::BrokerRequest(request) => request,
+        other => return Err(session.unexpected(Stage::Request, &other)),
+    };
+    let same = match (
+        stream_core::canon::to_canonical_bytes(&request.body),
+        stream_core::canon::to_canonical_bytes(expected),
+    ) {
+        (Ok(got), Ok(want)) => got == want,
+        (Err(_), _) | (_, Err(_)) => false,
+    };
+    if !same {
+        session.child.kill();
+        return Err(AttemptError::RequestMismatch);
+    }
+    Ok((session, sandbox))
+}
+
+/// Phase 3: the response, the result, a clean exit.
+fn finish(
+    mut session: Session,
+    status: u16,
+    body: &str,
+) -> Result<(WorkerResult, Ended), AttemptError> {
+    session.write(
+        Stage::Response,
+        &ParentFrame::BrokerResponse(BrokerResponse {
+            status,
+            body: body.to_owned(),
+        }),
+    )?;
+    session.child.close_stdin();
+    let result = match session.read(Stage::Result)? {
+        WorkerFrame::Result(result) => result,
+        other => return Err(session.unexpected(Stage::Result, &other)),
+    };
+    match session.read(Stage::Exit) {
+        Err(AttemptError::WorkerExited { .. }) => {}
+        Ok(other) => return Err(session.unexpected(Stage::Exit, &other)),
+        Err(e) => return Err(e),
+    }
+    let ended = session
+        .child
+        .wait(session.wait)
+        .map_err(|e| AttemptError::from_child(Stage::Exit, e))?;
+    match ended.ending {
+        Ending::Exited { code: 0 } => Ok((result, ended)),
+        ending @ (Ending::Exited { .. }
+        | Ending::Signaled { .. }
+        | Ending::KilledForTime
+        | Ending::KilledForOutput
+        | Ending::KilledByParent) => Err(AttemptError::WorkerEndedBadly { ending }),
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, AttemptError> + Send + 'static,
+) -> Result<T, AttemptError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| AttemptError::WorkerIo {
+            stage: Stage::Exit,
+            error: ChildIoError::Io {
+                what: "supervision task",
+                errno: 0,
+            },
+        })?
+}
+
+pub(crate) async fn run(broker: &Broker, packet: &Packet) -> Result<AttemptReport, AttemptError> {
+    let outcome = run_inner(broker, packet).await;
+    let run = packet.run_id.short(12);
+    match &outcome {
+        Ok(report) => tracing::info!(
+            run,
+            attempt = packet.attempt,
+            status = report.status,
+            outcome = ?report,
+            "provider attempt finished"
+        ),
+        Err(e) => tracing::warn!(
+            run,
+            attempt = packet.attempt,
+            reason = e.reason().as_str(),
+            error = %e,
+            "provider attempt failed"
+        ),
+    }
+    outcome
+}
+
+async fn run_inner(broker: &Broker, packet: &Packet) -> Result<AttemptReport, AttemptError> {
+    let config = broker.config.clone();
+    let expected = stream_provider::build_request(packet)?;
+    let key: Secret =
+        http::credential(&config.api_key_env).map_err(|_| AttemptError::CredentialMissing)?;
+    let api = packet.provider.api;
+    let body = serde_json::to_vec(&expected).map_err(|_| AttemptError::RequestMismatch)?;
+
+    let packet_owned = packet.clone();
+    let start_config = config.clone();
+    let (session, sandbox) =
+        blocking(move || start(&start_config, &packet_owned, &expected)).await?;
+
+    let exchange = http::perform(&broker.client, &config.base_url, api, &key, body).await;
+    drop(key);
+    let (status, response_body) = match exchange {
+        Ok(exchange) => exchange,
+        Err(e) => {
+            // Dropping the session kills and reaps the worker.
+            blocking(move || {
+                drop(session);
+                Ok(())
+            })
+            .await?;
+            return Err(e);
+        }
+    };
+    let body_for_worker = response_body.clone();
+    let (result, worker) = blocking(move || finish(session, status, &body_for_worker)).await?;
+    Ok(AttemptReport {
+        sandbox,
+        status,
+        body: response_body,
+        result,
+        worker,
+    })
+}

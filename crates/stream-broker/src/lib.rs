@@ -1,0 +1,132 @@
+//! The provider broker: one attempt of one run, in the trusted parent.
+//!
+//! [`Broker::run_attempt`] spawns `thestream-worker` through
+//! `stream_sandbox::spawn` (empty environment, fds 0–2 only, wall-clock
+//! deadline, output cap), reads its `hello` and refuses a worker whose
+//! sandbox report does not verify, sends the packet, receives exactly one
+//! `broker.request`, checks it by rebuilding the expected native request from
+//! the packet with `stream-provider` (canonical-JSON equality: api, model,
+//! tools and `tool_choice: auto` included), adds the credential, performs
+//! exactly one HTTP request, answers `broker.response` and reads the
+//! `result`. Anything else — a second request, garbage, an oversized frame,
+//! too much output, a timeout — kills the worker and fails the attempt with a
+//! content-dark [`AttemptError`] whose [`AttemptError::reason`] is the
+//! `RunFailureReason` to record.
+//!
+//! Read [`Broker`], [`BrokerConfig`] and [`AttemptReport`] first.
+//!
+//! This crate is parent-only: it holds the HTTP client and reads the API key
+//! from the environment variable the caller names, so the worker must never
+//! link it. The key never appears in logs, errors or `Debug` output; neither
+//! do packet, request or response contents. It does not re-parse the
+//! response for settlement (the caller does, from [`AttemptReport::body`]).
+
+#![deny(missing_docs)]
+
+mod attempt;
+mod http;
+
+pub use attempt::{AttemptError, AttemptReport, Stage};
+pub use http::ANTHROPIC_VERSION;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use stream_protocol::{MAX_FRAME_BYTES, Packet};
+use stream_sandbox::{SpawnLimits, StderrMode};
+
+/// The worker's development flag (mirrors `stream_worker::ALLOW_UNENFORCED_FLAG`).
+pub const ALLOW_UNENFORCED_FLAG: &str = "--allow-unenforced-sandbox";
+
+/// How to run attempts.
+#[derive(Clone)]
+pub struct BrokerConfig {
+    /// The `thestream-worker` binary.
+    pub worker: PathBuf,
+    /// Provider base URL (`https://api.openai.com/v1`, `https://api.anthropic.com`).
+    pub base_url: String,
+    /// The name of the environment variable holding the API key.
+    pub api_key_env: String,
+    /// Timeout of the one HTTP request, response body included.
+    pub http_timeout: Duration,
+    /// Limits of the worker process (its wall clock covers the whole attempt).
+    pub spawn: SpawnLimits,
+    /// Development only, off by default: accept a worker whose sandbox is not
+    /// enforced (logged loudly at every attempt by `stream_sandbox::verify`).
+    pub allow_unenforced: bool,
+}
+
+impl std::fmt::Debug for BrokerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerConfig")
+            .field("worker", &self.worker)
+            .field("base_url", &self.base_url)
+            .field("api_key_env", &self.api_key_env)
+            .field("http_timeout", &self.http_timeout)
+            .field("spawn", &self.spawn)
+            .field("allow_unenforced", &self.allow_unenforced)
+            .finish()
+    }
+}
+
+impl BrokerConfig {
+    /// Defaults: a 90 s HTTP timeout, a 120 s worker wall clock, lines up to
+    /// one frame, at most three frames of output, stderr discarded.
+    pub fn new(worker: PathBuf, base_url: String, api_key_env: String) -> Self {
+        Self {
+            worker,
+            base_url,
+            api_key_env,
+            http_timeout: Duration::from_secs(90),
+            spawn: SpawnLimits {
+                wall_clock: Duration::from_secs(120),
+                output_cap: 3 * MAX_FRAME_BYTES as u64,
+                line_cap: MAX_FRAME_BYTES,
+                stderr: StderrMode::Null,
+            },
+            allow_unenforced: false,
+        }
+    }
+}
+
+/// The broker could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The HTTP client could not be built.
+    #[error("HTTP client could not be built")]
+    Client,
+    /// The named environment variable holds no usable key.
+    #[error("environment variable {env} holds no API key")]
+    CredentialMissing {
+        /// The variable's name (never its value).
+        env: String,
+    },
+}
+
+/// Runs attempts; holds the HTTP client (connection pool) and the config.
+#[derive(Debug)]
+pub struct Broker {
+    config: BrokerConfig,
+    client: reqwest::Client,
+}
+
+impl Broker {
+    /// Builds the HTTP client (rustls with ring, no redirects, no proxy, the
+    /// configured timeout) and checks that the key's variable is set.
+    pub fn new(config: BrokerConfig) -> Result<Self, BrokerError> {
+        http::credential(&config.api_key_env)?;
+        let client = http::client(config.http_timeout)?;
+        Ok(Self { config, client })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    /// Runs one attempt of `packet` (see the crate doc). At most one HTTP
+    /// request is made, whatever the worker does.
+    pub async fn run_attempt(&self, packet: &Packet) -> Result<AttemptReport, AttemptError> {
+        attempt::run(self, packet).await
+    }
+}

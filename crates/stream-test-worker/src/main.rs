@@ -1,0 +1,145 @@
+//! Test only: a worker that misbehaves in the way its program name says, so
+//! the broker's end-to-end tests can prove each misbehaviour is caught.
+//! Tests run it through symlinks named after the mode (the parent passes no
+//! argument and no environment). Apart from the `unsandboxed` mode it enters
+//! the real sandbox first, like `thestream-worker`.
+//!
+//! Modes: `garbage-hello`, `unsandboxed`, `garbage-request`,
+//! `result-before-request`, `mismatch-model`, `mismatch-tool-choice`,
+//! `flood` (one endless line), `hang` (waits for input that never comes),
+//! `second-request` (after the response), `double-request` (two requests
+//! back to back), `extra-after-result`.
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use stream_protocol::framing::{read_frame, write_frame};
+use stream_protocol::{
+    BrokerRequest, Hello, MAX_FRAME_BYTES, Packet, ParentFrame, Protocol, WorkerFrame, WorkerResult,
+};
+
+fn send(out: &mut impl Write, frame: &WorkerFrame) {
+    let _ = write_frame(out, frame, MAX_FRAME_BYTES);
+}
+
+fn hello(sandbox: serde_json::Value) -> WorkerFrame {
+    WorkerFrame::Hello(Hello {
+        protocol: Protocol,
+        worker_version: "test".into(),
+        sandbox,
+    })
+}
+
+fn read_packet(input: &mut impl BufRead) -> Option<Packet> {
+    match read_frame::<_, ParentFrame>(input, MAX_FRAME_BYTES) {
+        Ok(ParentFrame::Packet(p)) => Some(*p),
+        Ok(ParentFrame::BrokerResponse(_)) | Err(_) => None,
+    }
+}
+
+fn request(packet: &Packet) -> Option<WorkerFrame> {
+    let body = stream_provider::build_request(packet).ok()?;
+    Some(WorkerFrame::BrokerRequest(BrokerRequest { body }))
+}
+
+fn main() -> ExitCode {
+    let mode = std::env::args()
+        .next()
+        .and_then(|a| a.rsplit('/').next().map(str::to_owned))
+        .unwrap_or_default();
+    let mut out = std::io::stdout().lock();
+    let report = if mode == "unsandboxed" {
+        // A worker that did not enforce anything but says so honestly.
+        let mut report = match stream_sandbox::enter(&stream_sandbox::Policy {
+            allow_unenforced: true,
+            ..stream_sandbox::Policy::default()
+        }) {
+            Ok(report) => report,
+            Err(_) => return ExitCode::FAILURE,
+        };
+        report.seccomp.status = stream_sandbox::SeccompStatus::NotInstalled;
+        report.landlock.status = stream_sandbox::LandlockStatus::NotEnforced;
+        report
+    } else {
+        match stream_sandbox::enter(&stream_sandbox::Policy::default()) {
+            Ok(report) => report,
+            Err(_) => return ExitCode::FAILURE,
+        }
+    };
+    let report = serde_json::to_value(&report).unwrap_or_default();
+    if mode == "garbage-hello" {
+        let _ = out.write_all(b"Hello, parent! This is not a frame.\n");
+        return ExitCode::FAILURE;
+    }
+    send(&mut out, &hello(report));
+    let mut input = std::io::stdin().lock();
+    let Some(packet) = read_packet(&mut input) else {
+        return ExitCode::FAILURE;
+    };
+    let Some(good) = request(&packet) else {
+        return ExitCode::FAILURE;
+    };
+    match mode.as_str() {
+        "garbage-request" => {
+            let _ = out.write_all(b"{\"frame\": \"broker.request\", \"body\": \n");
+        }
+        "result-before-request" => send(
+            &mut out,
+            &WorkerFrame::Result(WorkerResult::Rejected {
+                reason: stream_core_reason(),
+            }),
+        ),
+        "mismatch-model" | "mismatch-tool-choice" => {
+            let mut body = match good {
+                WorkerFrame::BrokerRequest(r) => r.body,
+                WorkerFrame::Hello(_) | WorkerFrame::Result(_) | WorkerFrame::Error(_) => {
+                    return ExitCode::FAILURE;
+                }
+            };
+            if mode == "mismatch-model" {
+                body["model"] = serde_json::json!("gpt-4.1-pro-max");
+            } else {
+                body["tool_choice"] = serde_json::json!("required");
+            }
+            send(
+                &mut out,
+                &WorkerFrame::BrokerRequest(BrokerRequest { body }),
+            );
+        }
+        "flood" => {
+            let chunk = [b'x'; 64 * 1024];
+            while out.write_all(&chunk).is_ok() {}
+        }
+        "hang" => {
+            // Waits for a frame the parent only sends after a request.
+            let _ = read_frame::<_, ParentFrame>(&mut input, MAX_FRAME_BYTES);
+        }
+        "double-request" => {
+            send(&mut out, &good);
+            send(&mut out, &good);
+            let _ = read_frame::<_, ParentFrame>(&mut input, MAX_FRAME_BYTES);
+        }
+        "second-request" | "extra-after-result" => {
+            send(&mut out, &good);
+            let _ = read_frame::<_, ParentFrame>(&mut input, MAX_FRAME_BYTES);
+            if mode == "second-request" {
+                send(&mut out, &good);
+            } else {
+                send(
+                    &mut out,
+                    &WorkerFrame::Result(WorkerResult::Rejected {
+                        reason: stream_core_reason(),
+                    }),
+                );
+                let _ = out.write_all(b"one more thing\n");
+            }
+        }
+        _ => return ExitCode::from(2),
+    }
+    let _ = out.flush();
+    ExitCode::SUCCESS
+}
+
+fn stream_core_reason() -> stream_core::payload::RunFailureReason {
+    stream_core::payload::RunFailureReason::InvalidOutput
+}

@@ -1,0 +1,280 @@
+//! The capture rules: one pure function from a packet and a parsed provider
+//! response to the worker's result.
+//!
+//! [`PreparedPacket::new`] checks the packet once (known, unique tool names;
+//! schemas that compile as JSON Schema 2020-12 without any remote
+//! resolution). [`validate_completion`] then applies the seed's rules, in
+//! this order, and rejects the whole completion at the first one broken:
+//!
+//! 1. more than one visible text part, or one over 4,096 characters →
+//!    `invalid-output`;
+//! 2. in strict-JSON mode, any tool call → `tool-call-in-strict-json`, and
+//!    text that is not one JSON document → `invalid-output`;
+//! 3. more than `min(maxCalls, 3)` calls → `too-many-calls`;
+//! 4. a call naming a tool the packet does not expose → `unknown-tool`;
+//! 5. two calls of one tool → `duplicate-call`;
+//! 6. raw arguments over [`MAX_ARGUMENT_BYTES`] → `oversized-call`;
+//! 7. a call id outside `[A-Za-z0-9_.:-]{1,128}`, arguments that are not
+//!    JSON, or arguments that break the tool's schema → `malformed-call`;
+//! 8. evidence not admitted, a correction target not admitted, `latest`
+//!    with no target, a memory change without a memory target →
+//!    `capability-escape`;
+//! 9. neither text nor calls → `invalid-output`.
+//!
+//! Every captured call is answered with the content-dark [`CallResult`]
+//! (`terminate: true`): no follow-up request exists.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+use stream_core::payload::{ProposalKind, RunFailureReason, ThinkingMarker};
+use stream_protocol::{
+    BrokerResponse, CallResult, Capability, CapturedCall, Completion, MAX_CALLS,
+    MAX_PROVIDER_BODY_BYTES, OutputMode, Packet, WorkerResult,
+};
+use stream_provider::{ParsedCompletion, ToolArguments};
+
+/// The largest raw tool-call arguments accepted, in bytes. The biggest
+/// legitimate call (32,768 characters of memory text, escaped) fits well.
+pub const MAX_ARGUMENT_BYTES: usize = 256 * 1024;
+
+/// The largest visible text, in Unicode scalar values (`conversation-text@1`).
+pub const MAX_TEXT_CHARS: usize = 4096;
+
+/// The packet cannot be used. Content-dark: positions only.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PacketError {
+    /// A tool the worker does not know.
+    #[error("packet tool {index} is not a proposal tool")]
+    UnknownTool {
+        /// Position in `tools`.
+        index: usize,
+    },
+    /// A tool listed twice.
+    #[error("packet tool {index} is listed twice")]
+    DuplicateTool {
+        /// Position in `tools`.
+        index: usize,
+    },
+    /// A schema that does not compile (or needs a remote reference).
+    #[error("packet tool {index} has an unusable schema")]
+    BadSchema {
+        /// Position in `tools`.
+        index: usize,
+    },
+    /// The native request could not be built.
+    #[error("packet cannot be built into a request: {0}")]
+    Build(#[from] stream_provider::BuildError),
+}
+
+struct PreparedTool {
+    name: String,
+    kind: ProposalKind,
+    schema: jsonschema::Validator,
+}
+
+/// A packet checked once, with its tool schemas compiled.
+pub struct PreparedPacket<'p> {
+    packet: &'p Packet,
+    tools: Vec<PreparedTool>,
+}
+
+impl std::fmt::Debug for PreparedPacket<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedPacket")
+            .field("run_id", &self.packet.run_id)
+            .field("tools", &self.tools.len())
+            .finish()
+    }
+}
+
+impl<'p> PreparedPacket<'p> {
+    /// Checks tool names and compiles their schemas.
+    pub fn new(packet: &'p Packet) -> Result<Self, PacketError> {
+        let mut tools: Vec<PreparedTool> = Vec::with_capacity(packet.tools.len());
+        for (index, tool) in packet.tools.iter().enumerate() {
+            let kind = ProposalKind::from_tool_name(&tool.name)
+                .ok_or(PacketError::UnknownTool { index })?;
+            if tools.iter().any(|t| t.kind == kind) {
+                return Err(PacketError::DuplicateTool { index });
+            }
+            let schema = jsonschema::draft202012::new(&tool.input_schema)
+                .map_err(|_| PacketError::BadSchema { index })?;
+            tools.push(PreparedTool {
+                name: tool.name.clone(),
+                kind,
+                schema,
+            });
+        }
+        Ok(Self { packet, tools })
+    }
+
+    /// The packet.
+    pub fn packet(&self) -> &'p Packet {
+        self.packet
+    }
+
+    fn tool(&self, name: &str) -> Option<&PreparedTool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    fn max_calls(&self) -> usize {
+        usize::try_from(self.packet.capability.max_calls)
+            .unwrap_or(MAX_CALLS)
+            .min(MAX_CALLS)
+    }
+}
+
+/// The reason a non-2xx status stands for, or `None` for 2xx. The parent
+/// decides retries from the status it saw itself.
+pub fn classify_status(status: u16) -> Option<RunFailureReason> {
+    match status {
+        200..=299 => None,
+        408 | 429 | 500..=599 => Some(RunFailureReason::ProviderTransient),
+        300..=499 => Some(RunFailureReason::ProviderRejected),
+        _ => Some(RunFailureReason::ProviderMalformed),
+    }
+}
+
+/// The worker's result for the provider's answer: status, parse, capture rules.
+pub fn evaluate_response(prepared: &PreparedPacket<'_>, response: &BrokerResponse) -> WorkerResult {
+    if let Some(reason) = classify_status(response.status) {
+        return WorkerResult::Rejected { reason };
+    }
+    if response.body.len() > MAX_PROVIDER_BODY_BYTES {
+        return WorkerResult::Rejected {
+            reason: RunFailureReason::ProviderMalformed,
+        };
+    }
+    match stream_provider::parse_response(prepared.packet.provider.api, &response.body) {
+        Ok(parsed) => validate_completion(prepared, &parsed),
+        Err(_) => WorkerResult::Rejected {
+            reason: RunFailureReason::ProviderMalformed,
+        },
+    }
+}
+
+fn call_id_ok(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+}
+
+/// Whether every id of `args.evidence_event_ids` is admitted. An absent field
+/// is no evidence (the schema decides whether it is required).
+fn evidence_admitted(args: &Value, capability: &Capability) -> bool {
+    match args.get("evidence_event_ids") {
+        None => true,
+        Some(Value::Array(ids)) => ids.iter().all(|id| {
+            id.as_str()
+                .is_some_and(|id| capability.evidence_ids.iter().any(|e| e.as_str() == id))
+        }),
+        Some(_) => false,
+    }
+}
+
+/// Whether a call of `kind` with `args` stays within the capability.
+fn within_capability(kind: ProposalKind, args: &Value, capability: &Capability) -> bool {
+    match kind {
+        ProposalKind::MemoryChange => {
+            capability.memory_target && evidence_admitted(args, capability)
+        }
+        ProposalKind::SelfCorrection => {
+            let target_ok = match args.get("target_output").and_then(Value::as_str) {
+                Some("latest") => !capability.correction_targets.is_empty(),
+                Some(id) => capability
+                    .correction_targets
+                    .iter()
+                    .any(|t| t.as_str() == id),
+                None => false,
+            };
+            target_ok && evidence_admitted(args, capability)
+        }
+        // A focus proposal cites nothing the snapshot admits; its references
+        // stay explicitly unchecked (the parent records that).
+        ProposalKind::FocusDeclaration => true,
+    }
+}
+
+fn reject(reason: RunFailureReason) -> WorkerResult {
+    WorkerResult::Rejected { reason }
+}
+
+/// Applies the capture rules of the module doc to one parsed completion.
+pub fn validate_completion(
+    prepared: &PreparedPacket<'_>,
+    parsed: &ParsedCompletion,
+) -> WorkerResult {
+    use RunFailureReason as R;
+    let text = match parsed.texts.as_slice() {
+        [] => None,
+        [one] => Some(one),
+        [_, _, ..] => return reject(R::InvalidOutput),
+    };
+    if text.is_some_and(|t| t.chars().count() > MAX_TEXT_CHARS) {
+        return reject(R::InvalidOutput);
+    }
+    match prepared.packet.output_mode {
+        OutputMode::Text => {}
+        OutputMode::StrictJson => {
+            if !parsed.tool_calls.is_empty() {
+                return reject(R::ToolCallInStrictJson);
+            }
+            if text.is_some_and(|t| serde_json::from_str::<Value>(t).is_err()) {
+                return reject(R::InvalidOutput);
+            }
+        }
+    }
+    if parsed.tool_calls.len() > prepared.max_calls() {
+        return reject(R::TooManyCalls);
+    }
+    let mut tools = Vec::with_capacity(parsed.tool_calls.len());
+    let mut seen = HashSet::new();
+    for call in &parsed.tool_calls {
+        let Some(tool) = prepared.tool(&call.name) else {
+            return reject(R::UnknownTool);
+        };
+        if !seen.insert(tool.kind) {
+            return reject(R::DuplicateCall);
+        }
+        tools.push(tool);
+    }
+    let mut calls = Vec::with_capacity(tools.len());
+    for (call, tool) in parsed.tool_calls.iter().zip(tools) {
+        if call.raw_len > MAX_ARGUMENT_BYTES {
+            return reject(R::OversizedCall);
+        }
+        if !call_id_ok(&call.id) {
+            return reject(R::MalformedCall);
+        }
+        let args = match &call.arguments {
+            ToolArguments::Json(args) => args,
+            ToolArguments::NotJson => return reject(R::MalformedCall),
+        };
+        if !tool.schema.is_valid(args) {
+            return reject(R::MalformedCall);
+        }
+        if !within_capability(tool.kind, args, &prepared.packet.capability) {
+            return reject(R::CapabilityEscape);
+        }
+        calls.push(CapturedCall {
+            tool: tool.name.clone(),
+            call_id: call.id.clone(),
+            arguments: args.clone(),
+            result: CallResult::default(),
+        });
+    }
+    if text.is_none() && calls.is_empty() {
+        return reject(R::InvalidOutput);
+    }
+    WorkerResult::Completed(Completion {
+        text: text.cloned(),
+        thinking: if parsed.thinking {
+            ThinkingMarker::Redacted
+        } else {
+            ThinkingMarker::None
+        },
+        calls,
+    })
+}
