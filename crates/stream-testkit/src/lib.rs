@@ -15,6 +15,6 @@
 
 pub mod bin;
 pub mod canary;
-pub mod telegram;
 pub mod packets;
 pub mod provider;
+pub mod telegram;
