@@ -100,6 +100,23 @@ pub struct AgentConfig {
     /// The declaration `serve` installs on a fresh store.
     #[serde(default = "default_declaration")]
     pub declaration: PathBuf,
+    /// The deterministic replies declaration; defaults to
+    /// `telegram-replies.v1.yaml` beside `declaration`.
+    #[serde(default)]
+    pub replies: Option<PathBuf>,
+}
+
+/// `[sandbox]` (optional).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// The `thestream-worker` binary; defaults to the one beside `thestream`.
+    #[serde(default)]
+    pub worker: Option<PathBuf>,
+    /// Development only: accept a worker whose Landlock or seccomp is not
+    /// enforced. Off by default; logged loudly at every run when on.
+    #[serde(default)]
+    pub allow_unenforced: bool,
 }
 
 /// The whole file.
@@ -121,6 +138,9 @@ pub struct Config {
     /// `[agent]`.
     #[serde(default = "AgentConfig::default")]
     pub agent: AgentConfig,
+    /// `[sandbox]`.
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -200,6 +220,7 @@ impl Default for AgentConfig {
     fn default() -> Self {
         Self {
             declaration: default_declaration(),
+            replies: None,
         }
     }
 }
@@ -243,11 +264,16 @@ impl Config {
         } else {
             base
         };
-        for p in [
+        let optional = [
+            config.agent.replies.as_mut(),
+            config.sandbox.worker.as_mut(),
+        ];
+        let required = [
             &mut config.data_dir,
             &mut config.context.root,
             &mut config.agent.declaration,
-        ] {
+        ];
+        for p in required.into_iter().chain(optional.into_iter().flatten()) {
             if p.is_relative() {
                 *p = base.join(&*p);
             }

@@ -39,6 +39,8 @@ enum Command {
     Init(cmd::init::Args),
     /// Print stored events (sensitive payloads redacted unless asked for).
     Events(cmd::events::Args),
+    /// Run ingress, the consumer and delivery (--drain: what is available now, then exit).
+    Serve(cmd::serve::Args),
     /// List proposals (pending ones unless --all).
     ProposalList(cmd::proposals::ListArgs),
     /// Export quality-eligible judgments to a private JSONL file.
@@ -73,6 +75,7 @@ fn run(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Init(args) => cmd::init::run(args),
         Command::Events(args) => cmd::events::run(&ctx, args),
+        Command::Serve(args) => cmd::serve::run(&ctx, args),
         Command::ProposalList(args) => cmd::proposals::run_list(&ctx, args),
         Command::PrivateTrainingExport(args) => cmd::export::run_private(&ctx, args),
         Command::TrainingExport(args) => cmd::export::run_external(&ctx, args),

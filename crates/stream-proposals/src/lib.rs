@@ -21,6 +21,7 @@ pub mod project;
 pub mod settle;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod validate;
 
 use stream_core::{EventError, EventId};
 use stream_store::StoreError;

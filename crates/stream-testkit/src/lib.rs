@@ -17,4 +17,5 @@ pub mod bin;
 pub mod canary;
 pub mod packets;
 pub mod provider;
+pub mod stack;
 pub mod telegram;

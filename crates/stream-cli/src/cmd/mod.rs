@@ -6,6 +6,7 @@ pub mod export;
 pub mod init;
 pub mod proposals;
 pub mod scan;
+pub mod serve;
 pub mod telegram_menu_register;
 
 use std::path::Path;

@@ -61,3 +61,14 @@ pub fn thestream(cwd: &Path, args: &[&str]) -> Run {
         .unwrap()
         .into()
 }
+
+/// A loopback stack running this build's `thestream` and `thestream-worker`.
+pub fn stack(api: stream_core::payload::ProviderApi) -> stream_testkit::stack::Stack {
+    let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    stream_testkit::stack::Stack::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_thestream")),
+        &worker,
+        api,
+    )
+    .unwrap()
+}

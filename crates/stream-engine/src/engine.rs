@@ -1,0 +1,228 @@
+//! The consumer: read the Telegram source after progress, route each owner
+//! message, settle its run.
+
+use std::sync::Arc;
+
+use stream_broker::{Broker, BrokerConfig, BrokerError};
+use stream_core::canon::sha256;
+use stream_core::payload::{BotCommand, MessageReceived};
+use stream_core::{EventId, Sha256Hex, SourceName, StoredEvent};
+use stream_declarations::{DeclarationError, LoadedDeclaration};
+use stream_proposals::SettleError;
+use stream_store::{EventQuery, Store, StoreError};
+
+use crate::active::{ActiveDeclaration, ActiveError, ensure_active};
+use crate::settings::EngineSettings;
+
+/// Why the engine stopped. Ids, counts and codes only.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A declaration did not load or validate.
+    #[error(transparent)]
+    Declaration(#[from] DeclarationError),
+    /// The configured declaration cannot be served.
+    #[error(transparent)]
+    Active(#[from] ActiveError),
+    /// The broker could not be set up (e.g. the API key variable is unset).
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+    /// A settlement could not be recorded.
+    #[error(transparent)]
+    Settle(#[from] SettleError),
+    /// The worker binary could not be read for its bundle hash.
+    #[error("cannot read the worker binary {path}: {kind:?}")]
+    Worker {
+        /// The path.
+        path: String,
+        /// The I/O error kind.
+        kind: std::io::ErrorKind,
+    },
+    /// A declaration lacks something the engine needs.
+    #[error("declaration {id} cannot be served: {what}")]
+    Unservable {
+        /// The declaration.
+        id: String,
+        /// What is missing.
+        what: &'static str,
+    },
+    /// A stored event of the chain did not decode.
+    #[error("stored event {id} does not decode")]
+    EventInvalid {
+        /// The event.
+        id: EventId,
+    },
+    /// The context could not be built.
+    #[error(transparent)]
+    Context(#[from] stream_context::ContextError),
+}
+
+/// What one pass of the consumer did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessReport {
+    /// Owner messages handled.
+    pub triggers: usize,
+    /// Runs settled with an output.
+    pub completed: usize,
+    /// Runs given up (a final `run.failed`).
+    pub failed: usize,
+}
+
+/// The engine of one store and one active declaration.
+pub struct Engine {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) settings: EngineSettings,
+    pub(crate) conversation: LoadedDeclaration,
+    pub(crate) replies: LoadedDeclaration,
+    pub(crate) active: ActiveDeclaration,
+    pub(crate) broker: Broker,
+    pub(crate) worker_bundle: Sha256Hex,
+    pub(crate) telegram: SourceName,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("active", &self.active.consumer())
+            .field("telegram", &self.telegram)
+            .field("worker_bundle", &self.worker_bundle)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Loads the declarations, applies `serve`'s activation rule, hashes the
+    /// worker bundle and sets up the broker.
+    pub fn new(
+        store: Arc<dyn Store>,
+        settings: EngineSettings,
+        telegram: SourceName,
+    ) -> Result<Self, EngineError> {
+        let conversation = LoadedDeclaration::load(&settings.declaration)?;
+        let replies = LoadedDeclaration::load(&settings.replies_declaration)?;
+        if replies.declaration.replies.is_none() {
+            return Err(EngineError::Unservable {
+                id: replies.id().to_owned(),
+                what: "fixed replies",
+            });
+        }
+        let active = ensure_active(store.as_ref(), &conversation, &replies)?;
+        let bundle = std::fs::read(&settings.worker).map_err(|e| EngineError::Worker {
+            path: settings.worker.display().to_string(),
+            kind: e.kind(),
+        })?;
+        let worker_bundle = sha256(&bundle);
+        let mut config = BrokerConfig::new(
+            settings.worker.clone(),
+            settings.provider.base_url.clone(),
+            settings.provider.api_key_env.clone(),
+        );
+        config.allow_unenforced = settings.allow_unenforced_sandbox;
+        config.http_timeout = settings.provider_timeout;
+        let broker = Broker::new(config)?;
+        tracing::info!(
+            declaration = %active.consumer(),
+            worker_bundle = %worker_bundle.short(12),
+            "engine ready"
+        );
+        Ok(Self {
+            store,
+            settings,
+            conversation,
+            replies,
+            active,
+            broker,
+            worker_bundle,
+            telegram,
+        })
+    }
+
+    /// The consumer name, `<agent>@<version>`.
+    pub fn consumer(&self) -> String {
+        self.active.consumer()
+    }
+
+    /// The active declaration.
+    pub fn active(&self) -> &ActiveDeclaration {
+        &self.active
+    }
+
+    /// The SHA-256 of the worker binary.
+    pub fn worker_bundle(&self) -> &Sha256Hex {
+        &self.worker_bundle
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Handles every owner message stored after the consumer's progress.
+    pub async fn process_available(&self) -> Result<ProcessReport, EngineError> {
+        let mut report = ProcessReport::default();
+        let progress = self.store.progress(&self.consumer())?;
+        // Non-trigger events (receipts) are skipped with a local cursor;
+        // progress itself moves only with a settled run.
+        let mut cursor = progress
+            .filter(|p| p.source == self.telegram)
+            .map_or(0, |p| p.seq);
+        loop {
+            let batch = self
+                .store
+                .events(&EventQuery::source_after(&self.telegram, cursor).limit(64))?;
+            let Some(last) = batch.last() else { break };
+            let last_seq = last.seq;
+            for event in &batch {
+                if event.is::<MessageReceived>() {
+                    report.triggers += 1;
+                    match self.handle(event).await? {
+                        Settled::Completed => report.completed += 1,
+                        Settled::Failed => report.failed += 1,
+                    }
+                }
+            }
+            cursor = last_seq;
+        }
+        Ok(report)
+    }
+
+    async fn handle(&self, trigger: &StoredEvent) -> Result<Settled, EngineError> {
+        let msg: MessageReceived = trigger.decode().map_err(|_| EngineError::EventInvalid {
+            id: trigger.id().clone(),
+        })?;
+        let replies = self
+            .replies
+            .declaration
+            .replies
+            .as_ref()
+            .ok_or(EngineError::Unservable {
+                id: self.replies.id().to_owned(),
+                what: "fixed replies",
+            })?;
+        let command = msg
+            .command
+            .as_ref()
+            .map(|c| (c.name, c.args.as_str().trim().is_empty()));
+        match command {
+            Some((BotCommand::Help, _)) => self.fixed_reply(trigger, &msg, replies.help.clone()),
+            Some((BotCommand::Focus, true)) => {
+                self.fixed_reply(trigger, &msg, replies.focus_usage.clone())
+            }
+            Some((BotCommand::Correct, true)) => {
+                self.fixed_reply(trigger, &msg, replies.help.clone())
+            }
+            Some((BotCommand::Correct, false)) => self.owner_correct(trigger, &msg, replies),
+            Some((BotCommand::Focus, false)) | None => self.model_run(trigger, &msg).await,
+        }
+    }
+}
+
+/// How a trigger ended.
+pub(crate) enum Settled {
+    /// An output was settled.
+    Completed,
+    /// The run was given up.
+    Failed,
+}

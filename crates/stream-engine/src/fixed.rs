@@ -1,0 +1,56 @@
+//! Fixed replies of the deterministic declaration: no provider request, no
+//! snapshot, no proposal.
+
+use stream_core::StoredEvent;
+use stream_core::ids::derive_run_id;
+use stream_core::payload::MessageReceived;
+use stream_core::text::{Label, ReplyText};
+use stream_proposals::settle::{RunFacts, Settlement, commit};
+
+use crate::engine::{Engine, EngineError, Settled};
+
+impl Engine {
+    /// The facts of a deterministic run of the replies declaration on `trigger`.
+    /// Progress is the conversation consumer's: it is the one reading the source.
+    pub(crate) fn fixed_facts(
+        &self,
+        trigger: &StoredEvent,
+        msg: &MessageReceived,
+    ) -> Result<RunFacts, EngineError> {
+        let agent = self.replies.id();
+        let unservable = || EngineError::Unservable {
+            id: agent.to_owned(),
+            what: "a label-shaped id",
+        };
+        Ok(RunFacts {
+            run_id: derive_run_id(agent, self.replies.version(), trigger.id())
+                .map_err(|_| unservable())?,
+            agent_id: Label::new(agent).map_err(|_| unservable())?,
+            agent_version: self.replies.version(),
+            declaration_fingerprint: self.replies.fingerprint.clone(),
+            worker_bundle_sha256: None,
+            provider: None,
+            snapshot_id: None,
+            trigger_event_id: trigger.id().clone(),
+            trigger_seq: trigger.seq,
+            telegram_source: self.telegram.clone(),
+            chat_id: msg.chat_id,
+            attempts: 1,
+            consumer: self.consumer(),
+        })
+    }
+
+    /// Answers `trigger` with `text`, settled atomically like any run.
+    pub(crate) fn fixed_reply(
+        &self,
+        trigger: &StoredEvent,
+        msg: &MessageReceived,
+        text: ReplyText,
+    ) -> Result<Settled, EngineError> {
+        let facts = self.fixed_facts(trigger, msg)?;
+        let settlement = Settlement::deterministic(&facts, text)?;
+        commit(self.store.as_ref(), &settlement)?;
+        tracing::info!(run = %facts.run_id.short(12), agent = %facts.agent_id, "fixed reply settled");
+        Ok(Settled::Completed)
+    }
+}

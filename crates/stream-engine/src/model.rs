@@ -1,0 +1,312 @@
+//! A model run: snapshot (built once, loaded on retry), attempts through the
+//! broker, trusted validation in the parent, atomic settlement; transient
+//! failures retried with the same snapshot and a backoff, everything else
+//! final.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use stream_context::{ContextSpec, Snapshot};
+use stream_core::ids::derive_run_id;
+use stream_core::payload::{MessageReceived, ProposalKind, ProviderRef, RunFailureReason};
+use stream_core::text::{BoundedText, Label};
+use stream_core::{SourceName, StoredEvent};
+use stream_declarations::tool_spec;
+use stream_memory::scan::{ScanLimits, scan_with_limits};
+use stream_proposals::settle::{FailedAttempt, RunFacts, Settlement, commit};
+use stream_proposals::validate::{AttemptEvidence, validate_completion};
+use stream_protocol::{ProviderSpec, ToolDef};
+use stream_store::{RunRow, RunStatus};
+
+use crate::engine::{Engine, EngineError, Settled};
+
+/// The tool definition the packet carries for `kind`.
+pub fn tool_def(kind: ProposalKind) -> ToolDef {
+    let spec = tool_spec(kind);
+    ToolDef {
+        name: spec.name.to_owned(),
+        description: spec.description.to_owned(),
+        input_schema: spec.schema,
+    }
+}
+
+/// A run ready for attempts, or one whose stored snapshot does not verify.
+enum Prepared {
+    Ready {
+        run: RunRow,
+        snapshot: Box<Snapshot>,
+    },
+    Unusable {
+        run: RunRow,
+        reason: RunFailureReason,
+    },
+}
+
+/// How an attempt ended, for the retry decision.
+fn transient(reason: RunFailureReason) -> bool {
+    reason.is_transient()
+}
+
+/// The reason a non-2xx provider status stands for, decided by the parent
+/// from what it saw, whatever the worker concluded.
+fn status_reason(status: u16) -> Option<RunFailureReason> {
+    match status {
+        200..=299 => None,
+        408 | 409 | 425 | 429 | 500..=599 => Some(RunFailureReason::ProviderTransient),
+        _ => Some(RunFailureReason::ProviderRejected),
+    }
+}
+
+impl Engine {
+    /// The snapshot inputs of the conversation declaration.
+    pub fn context_spec(&self) -> Result<ContextSpec, EngineError> {
+        let decl = &self.conversation.declaration;
+        let unservable = |what| EngineError::Unservable {
+            id: self.conversation.id().to_owned(),
+            what,
+        };
+        let prompt = self
+            .conversation
+            .prompt
+            .as_ref()
+            .ok_or_else(|| unservable("a prompt"))?;
+        let turns = decl
+            .transcript
+            .as_ref()
+            .ok_or_else(|| unservable("transcript limits"))?
+            .max_turns;
+        let memory_subscribed = decl.subscriptions.documents.iter().any(|d| {
+            d.source.as_str() == SourceName::CONTEXT
+                && d.path.as_ref().is_some_and(|p| p.as_str() == "memory.md")
+        });
+        Ok(ContextSpec {
+            agent_id: Label::new(self.conversation.id())
+                .map_err(|_| unservable("a label-shaped id"))?,
+            agent_version: self.conversation.version(),
+            declaration_fingerprint: self.conversation.fingerprint.clone(),
+            proposals: decl
+                .policy
+                .proposals
+                .iter()
+                .copied()
+                .collect::<BTreeSet<_>>(),
+            prompt: prompt.text.clone(),
+            // A turn is an owner message or a reply: keep half as many messages.
+            transcript_messages: turns.div_ceil(2) as usize,
+            history_agents: BTreeSet::from([self.conversation.id().to_owned()]),
+            memory_subscribed,
+        })
+    }
+
+    fn scan_context(&self) {
+        let limits = ScanLimits {
+            max_file_bytes: self
+                .settings
+                .max_memory_bytes
+                .max(ScanLimits::DEFAULT_MAX_FILE_BYTES),
+            ..ScanLimits::default()
+        };
+        let source = SourceName::fixed(SourceName::CONTEXT);
+        // A failed scan leaves the last recorded version current; the run
+        // goes on with what the store holds (and a changed file on disk
+        // makes any later materialization refuse as stale).
+        if let Err(e) = scan_with_limits(
+            self.store.as_ref(),
+            &source,
+            &self.settings.context_root,
+            &limits,
+        ) {
+            tracing::warn!(error = %e, "context scan failed; using the recorded memory version");
+        }
+    }
+
+    /// The run row and snapshot of `run_id`: loaded when a previous attempt
+    /// stored them, otherwise built now (after scanning the context root, so
+    /// a hand edit of `memory.md` is seen) and stored with a pending row.
+    fn prepare(&self, run: &RunRow, trigger: &StoredEvent) -> Result<Prepared, EngineError> {
+        if let Some(id) = &run.snapshot_id {
+            return Ok(match Snapshot::load(self.store.as_ref(), id) {
+                Ok(snapshot) => Prepared::Ready {
+                    run: run.clone(),
+                    snapshot: Box::new(snapshot),
+                },
+                Err(e) => {
+                    tracing::error!(run = %run.run_id.short(12), error = %e, "stored snapshot does not verify");
+                    Prepared::Unusable {
+                        run: run.clone(),
+                        reason: RunFailureReason::SnapshotInvalid,
+                    }
+                }
+            });
+        }
+        self.scan_context();
+        let snapshot = stream_context::build(
+            self.store.as_ref(),
+            &self.context_spec()?,
+            &run.run_id,
+            trigger,
+        )?;
+        let (bytes, id) = snapshot.encode()?;
+        let row = RunRow {
+            snapshot_id: Some(id),
+            ..run.clone()
+        };
+        let mut tx = self.store.begin()?;
+        tx.put_blob(&bytes)?;
+        tx.put_run(&row)?;
+        tx.commit()?;
+        Ok(Prepared::Ready {
+            run: row,
+            snapshot: Box::new(snapshot),
+        })
+    }
+
+    fn facts(
+        &self,
+        run: &RunRow,
+        trigger: &StoredEvent,
+        msg: &MessageReceived,
+        attempts: u32,
+    ) -> Result<RunFacts, EngineError> {
+        let unservable = |what| EngineError::Unservable {
+            id: self.conversation.id().to_owned(),
+            what,
+        };
+        Ok(RunFacts {
+            run_id: run.run_id.clone(),
+            agent_id: Label::new(self.conversation.id())
+                .map_err(|_| unservable("a label-shaped id"))?,
+            agent_version: self.conversation.version(),
+            declaration_fingerprint: self.conversation.fingerprint.clone(),
+            worker_bundle_sha256: Some(self.worker_bundle.clone()),
+            provider: Some(ProviderRef {
+                api: self.settings.provider.api,
+                model: BoundedText::new(self.settings.provider.model.clone())
+                    .map_err(|_| unservable("a model name"))?,
+            }),
+            snapshot_id: run.snapshot_id.clone(),
+            trigger_event_id: trigger.id().clone(),
+            trigger_seq: trigger.seq,
+            telegram_source: self.telegram.clone(),
+            chat_id: msg.chat_id,
+            attempts,
+            consumer: self.consumer(),
+        })
+    }
+
+    /// Runs the conversation declaration on `trigger` until it settles or is
+    /// given up.
+    pub(crate) async fn model_run(
+        &self,
+        trigger: &StoredEvent,
+        msg: &MessageReceived,
+    ) -> Result<Settled, EngineError> {
+        let agent = self.conversation.id();
+        let run_id =
+            derive_run_id(agent, self.conversation.version(), trigger.id()).map_err(|_| {
+                EngineError::Unservable {
+                    id: agent.to_owned(),
+                    what: "a run id",
+                }
+            })?;
+        let existing = self.store.run(&run_id)?;
+        let run = match existing {
+            Some(row) if row.status == RunStatus::Completed => return Ok(Settled::Completed),
+            Some(row) if row.status == RunStatus::Failed => return Ok(Settled::Failed),
+            Some(row) => row,
+            None => RunRow {
+                run_id: run_id.clone(),
+                agent_id: agent.to_owned(),
+                agent_version: self.conversation.version(),
+                trigger_event_id: trigger.id().clone(),
+                status: RunStatus::Pending,
+                attempts: 0,
+                snapshot_id: None,
+            },
+        };
+        let (run, snapshot) = match self.prepare(&run, trigger)? {
+            Prepared::Ready { run, snapshot } => (run, snapshot),
+            Prepared::Unusable { run, reason } => {
+                let facts = self.facts(&run, trigger, msg, run.attempts + 1)?;
+                FailedAttempt::assemble(&facts, reason, true)?.commit(self.store.as_ref())?;
+                return Ok(Settled::Failed);
+            }
+        };
+        let max_tokens = self
+            .conversation
+            .declaration
+            .provider
+            .as_ref()
+            .map_or(1024, |p| p.max_output_tokens);
+        let mut attempts = run.attempts;
+        loop {
+            attempts += 1;
+            let facts = self.facts(&run, trigger, msg, attempts)?;
+            let provider = ProviderSpec {
+                api: self.settings.provider.api,
+                model: self.settings.provider.model.clone(),
+                max_output_tokens: max_tokens,
+            };
+            let outcome = match stream_context::packet::build(
+                &snapshot,
+                attempts,
+                provider,
+                &tool_def,
+                self.store.as_ref(),
+            ) {
+                Ok(packet) => match self.broker.run_attempt(&packet).await {
+                    Ok(report) => match status_reason(report.status) {
+                        Some(reason) => Err(reason),
+                        None => validate_completion(
+                            &snapshot,
+                            AttemptEvidence {
+                                api: self.settings.provider.api,
+                                status: report.status,
+                                body: &report.body,
+                                worker: &report.result,
+                            },
+                        ),
+                    },
+                    Err(e) => Err(e.reason()),
+                },
+                Err(_) => Err(RunFailureReason::SnapshotInvalid),
+            };
+            match outcome {
+                Ok(completion) => {
+                    let settlement = Settlement::assemble(&facts, &completion)?;
+                    commit(self.store.as_ref(), &settlement)?;
+                    tracing::info!(
+                        run = %facts.run_id.short(12),
+                        attempt = attempts,
+                        proposals = settlement.proposals().len(),
+                        "run settled"
+                    );
+                    return Ok(Settled::Completed);
+                }
+                Err(reason) => {
+                    let is_final = !transient(reason) || attempts >= self.settings.max_attempts;
+                    FailedAttempt::assemble(&facts, reason, is_final)?
+                        .commit(self.store.as_ref())?;
+                    tracing::warn!(
+                        run = %facts.run_id.short(12),
+                        attempt = attempts,
+                        reason = reason.as_str(),
+                        is_final,
+                        "attempt failed"
+                    );
+                    if is_final {
+                        return Ok(Settled::Failed);
+                    }
+                    let factor = 1u32 << (attempts - 1).min(6);
+                    tokio::time::sleep(
+                        self.settings
+                            .retry_backoff
+                            .saturating_mul(factor)
+                            .min(Duration::from_secs(60)),
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Trusted validation of a completion, in the parent, after the worker.
+//!
+//! The worker's word is not trusted: the parent re-parses the brokered
+//! response itself, requires the worker's captured calls to match it one to
+//! one (name, call id, canonical arguments), re-validates every argument with
+//! its own typed validation, checks every cited id and target against the
+//! snapshot, resolves `latest` to the snapshot's most recent correction
+//! target, and canonicalizes. Any doubt rejects the whole completion with a
+//! content-dark reason: no proposal comes of it.
+
+use std::collections::BTreeSet;
+
+use stream_context::Snapshot;
+use stream_core::canon::to_canonical_bytes;
+use stream_core::payload::{
+    EvidenceIds, ProposalKind, ProviderApi, RunFailureReason, ThinkingMarker,
+};
+use stream_core::text::ReplyText;
+use stream_declarations::args::{
+    ArgsProblem, MAX_ARGUMENTS_BYTES, TargetOutput, ToolArgs, parse_arguments,
+};
+use stream_protocol::{Completion, MAX_CALLS, WorkerResult};
+use stream_provider::{ParsedCompletion, ToolArguments, parse_response};
+
+use crate::settle::{ValidatedCompletion, ValidatedProposal};
+
+type Reason = RunFailureReason;
+
+/// What the parent saw of one attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptEvidence<'a> {
+    /// The provider wire format.
+    pub api: ProviderApi,
+    /// The HTTP status the parent received.
+    pub status: u16,
+    /// The body the parent received and relayed.
+    pub body: &'a str,
+    /// What the worker concluded.
+    pub worker: &'a WorkerResult,
+}
+
+fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    matches!((to_canonical_bytes(a), to_canonical_bytes(b)), (Ok(x), Ok(y)) if x == y)
+}
+
+/// The worker's completion must say exactly what the response says.
+fn matches_response(parsed: &ParsedCompletion, worker: &Completion) -> Result<(), Reason> {
+    let text_matches = match (parsed.texts.as_slice(), &worker.text) {
+        ([], None) => true,
+        ([one], Some(w)) => one == w,
+        _ => false,
+    };
+    let thinking = if parsed.thinking {
+        ThinkingMarker::Redacted
+    } else {
+        ThinkingMarker::None
+    };
+    if !text_matches || thinking != worker.thinking || parsed.tool_calls.len() != worker.calls.len()
+    {
+        return Err(Reason::ResultMismatch);
+    }
+    for (p, w) in parsed.tool_calls.iter().zip(&worker.calls) {
+        let args_match = match &p.arguments {
+            ToolArguments::Json(v) => same_json(v, &w.arguments),
+            ToolArguments::NotJson => false,
+        };
+        if p.id != w.call_id || p.name != w.tool || !args_match {
+            return Err(Reason::ResultMismatch);
+        }
+    }
+    Ok(())
+}
+
+fn evidence_admitted(snapshot: &Snapshot, evidence: &EvidenceIds) -> Result<(), Reason> {
+    if evidence
+        .as_slice()
+        .iter()
+        .all(|id| snapshot.admits_evidence(id))
+    {
+        Ok(())
+    } else {
+        Err(Reason::CapabilityEscape)
+    }
+}
+
+/// Binds one typed call to the snapshot's capability.
+fn bind(snapshot: &Snapshot, args: ToolArgs) -> Result<ValidatedProposal, Reason> {
+    match args {
+        ToolArgs::MemoryChange(a) => {
+            evidence_admitted(snapshot, &a.evidence_event_ids)?;
+            let target = snapshot
+                .capabilities
+                .memory_target
+                .clone()
+                .ok_or(Reason::CapabilityEscape)?;
+            Ok(ValidatedProposal::Memory {
+                target,
+                operation: a.operation,
+                text: a.proposed_text,
+                reason: a.reason,
+                evidence: a.evidence_event_ids,
+            })
+        }
+        ToolArgs::SelfCorrection(a) => {
+            evidence_admitted(snapshot, &a.evidence_event_ids)?;
+            // `latest` resolves here, before any validation downstream; the
+            // literal never leaves this function.
+            let target = match &a.target_output {
+                TargetOutput::Latest => snapshot.latest_correction_target(),
+                TargetOutput::Output(id) => snapshot.correction_target(id),
+            }
+            .cloned()
+            .ok_or(Reason::CapabilityEscape)?;
+            Ok(ValidatedProposal::Correction {
+                target,
+                replacement: a.replacement,
+                reason: a.reason,
+                evidence: a.evidence_event_ids,
+            })
+        }
+        ToolArgs::FocusDeclaration(a) => Ok(ValidatedProposal::Focus {
+            declaration: a.declaration,
+        }),
+    }
+}
+
+fn args_reason(problem: ArgsProblem) -> Reason {
+    match problem {
+        ArgsProblem::Oversized => Reason::OversizedCall,
+        _ => Reason::MalformedCall,
+    }
+}
+
+/// Validates one attempt's completion against its snapshot.
+pub fn validate_completion(
+    snapshot: &Snapshot,
+    seen: AttemptEvidence<'_>,
+) -> Result<ValidatedCompletion, Reason> {
+    let worker = match seen.worker {
+        WorkerResult::Completed(c) => c,
+        WorkerResult::Rejected { reason } => return Err(*reason),
+    };
+    if !(200..300).contains(&seen.status) {
+        return Err(Reason::ResultMismatch);
+    }
+    let parsed = parse_response(seen.api, seen.body).map_err(|_| Reason::ProviderMalformed)?;
+    if parsed.texts.len() > 1 {
+        return Err(Reason::InvalidOutput);
+    }
+    if parsed.tool_calls.len() > MAX_CALLS {
+        return Err(Reason::TooManyCalls);
+    }
+    matches_response(&parsed, worker)?;
+    let text = match parsed.texts.first() {
+        Some(t) => Some(ReplyText::new(t.clone()).map_err(|_| Reason::InvalidOutput)?),
+        None => None,
+    };
+    let mut kinds = BTreeSet::new();
+    let mut proposals = Vec::new();
+    for call in &parsed.tool_calls {
+        let kind = ProposalKind::from_tool_name(&call.name).ok_or(Reason::UnknownTool)?;
+        if !snapshot.exposes(kind) {
+            return Err(Reason::UnknownTool);
+        }
+        if !kinds.insert(kind) {
+            return Err(Reason::DuplicateCall);
+        }
+        if call.raw_len > MAX_ARGUMENTS_BYTES {
+            return Err(Reason::OversizedCall);
+        }
+        let ToolArguments::Json(value) = &call.arguments else {
+            return Err(Reason::MalformedCall);
+        };
+        let args = parse_arguments(kind, value).map_err(|e| args_reason(e.problem))?;
+        proposals.push(bind(snapshot, args)?);
+    }
+    if text.is_none() && proposals.is_empty() {
+        return Err(Reason::InvalidOutput);
+    }
+    let thinking = if parsed.thinking {
+        ThinkingMarker::Redacted
+    } else {
+        ThinkingMarker::None
+    };
+    Ok(ValidatedCompletion {
+        text,
+        thinking,
+        proposals,
+    })
+}
