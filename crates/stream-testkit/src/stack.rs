@@ -197,15 +197,15 @@ impl Stack {
 
     /// The owner sends a photo (with an optional caption).
     pub fn photo(&self, bytes: Vec<u8>, caption: Option<&str>) -> i64 {
-        let file_id = self
-            .telegram
-            .add_file("photo-file", "photo-unique", bytes.clone());
         let mut message = self.message(caption.unwrap_or_default());
+        let file_id = format!("photo-{}", message["message_id"]);
+        let unique = format!("unique-{}", message["message_id"]);
+        self.telegram.add_file(&file_id, &unique, bytes.clone());
         if let Some(obj) = message.as_object_mut() {
             obj.remove("text");
             obj.insert(
                 "photo".into(),
-                json!([{"file_id": file_id, "file_unique_id": "photo-unique", "width": 64, "height": 64, "file_size": bytes.len()}]),
+                json!([{"file_id": file_id, "file_unique_id": unique, "width": 64, "height": 64, "file_size": bytes.len()}]),
             );
             if let Some(caption) = caption {
                 obj.insert("caption".into(), json!(caption));

@@ -11,3 +11,4 @@
 mod chain;
 mod common;
 mod settlement;
+mod validate;
