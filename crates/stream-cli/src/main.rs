@@ -39,6 +39,8 @@ enum Command {
     Init(cmd::init::Args),
     /// Print stored events (sensitive payloads redacted unless asked for).
     Events(cmd::events::Args),
+    /// The whole chain in a temporary folder against built-in loopback fakes, narrated.
+    Demo(cmd::demo::Args),
     /// Run ingress, the consumer and delivery (--drain: what is available now, then exit).
     Serve(cmd::serve::Args),
     /// List proposals (pending ones unless --all).
@@ -75,6 +77,7 @@ fn run(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Init(args) => cmd::init::run(args),
         Command::Events(args) => cmd::events::run(&ctx, args),
+        Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => cmd::serve::run(&ctx, args),
         Command::ProposalList(args) => cmd::proposals::run_list(&ctx, args),
         Command::PrivateTrainingExport(args) => cmd::export::run_private(&ctx, args),

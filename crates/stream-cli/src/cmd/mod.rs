@@ -1,6 +1,7 @@
 //! One module per command: its clap `Args` and its `run`.
 
 pub mod declaration_check;
+pub mod demo;
 pub mod events;
 pub mod export;
 pub mod init;
