@@ -247,10 +247,26 @@ pub fn compose(operation: MemoryOperation, base: &[u8], text: &str) -> Vec<u8> {
     }
 }
 
-/// The lock file name of a context root.
+/// The identity of a context root for its lock: the device and inode of
+/// the directory entry (not followed), so that every spelling of the path
+/// (relative, absolute, through `..`) names one lock.
+fn root_identity(root: &Path) -> Option<(u64, u64)> {
+    rustix::fs::lstat(root)
+        .ok()
+        .map(|st| (dev_of(&st), st.st_ino))
+}
+
+/// The lock file name of a context root: by device and inode when the root
+/// exists, else by a digest of the path (nothing is written then). Carries
+/// no path.
 pub fn lock_name(root: &Path) -> String {
-    let digest = sha256(root.as_os_str().as_encoded_bytes());
-    format!("context-root-{}.lock", digest.short(16))
+    match root_identity(root) {
+        Some((dev, ino)) => format!("context-root-{dev:x}-{ino:x}.lock"),
+        None => {
+            let digest = sha256(root.as_os_str().as_encoded_bytes());
+            format!("context-root-{}.lock", digest.short(16))
+        }
+    }
 }
 
 /// Materializes decision `decision_id` (see the module documentation).
@@ -279,12 +295,17 @@ pub fn materialize(
         return Ok(MaterializeOutcome::Rejected);
     };
 
+    let locked_root = root_identity(&config.root);
     let lock = RootLock::acquire(&config.lock_dir, &lock_name(&config.root))?;
     if let Some(done) = existing_outcome(store, &trusted)? {
         lock.release()?;
         return Ok(done);
     }
-    let outcome = match attempt(store, config, proposal, text, &lock, &trusted) {
+    let held = Held {
+        lock: &lock,
+        root: locked_root,
+    };
+    let outcome = match attempt(store, config, proposal, text, &held, &trusted) {
         Ok(payload) => record(store, &trusted, &payload, |receipt, recorded| {
             MaterializeOutcome::Materialized {
                 receipt,
@@ -450,13 +471,19 @@ enum OnDisk {
     New,
 }
 
+/// The root lock and the root identity it was named after.
+struct Held<'a> {
+    lock: &'a RootLock,
+    root: Option<(u64, u64)>,
+}
+
 /// Steps 4–6: revalidate, write, scan, verify. Returns the receipt payload.
 fn attempt(
     store: &dyn Store,
     config: &MaterializeConfig,
     proposal: &MemoryChangeProposed,
     text: &str,
-    lock: &RootLock,
+    held: &Held<'_>,
     trusted: &Trusted,
 ) -> Result<MemoryChangeMaterialized, Stop> {
     use MaterializationFailure as F;
@@ -480,6 +507,10 @@ fn attempt(
     // pointer reflects the disk, and a root that cannot be scanned is refused
     // before anything is written.
     let root = Root::open(&config.root)?;
+    if held.root != Some((root.dev, root.ino)) {
+        // Replaced since the lock was named after it.
+        return fail(F::Path);
+    }
     scan_root(store, config)?;
     let pointer = match store.document(&target.document_id)? {
         Some(doc) if doc.current_version.as_ref() == Some(&target.version_id) => Pointer::Base,
@@ -508,7 +539,7 @@ fn attempt(
     }
 
     match on_disk {
-        OnDisk::Base => root.replace_memory(&new, &base.bytes, cap, lock)?,
+        OnDisk::Base => root.replace_memory(&new, &base.bytes, cap, held.lock)?,
         OnDisk::New => {
             tracing::info!(
                 decision = %trusted.decision,
@@ -646,6 +677,7 @@ fn verify_new_version(
 struct Root {
     fd: OwnedFd,
     dev: u64,
+    ino: u64,
 }
 
 #[allow(clippy::useless_conversion)]
@@ -686,6 +718,7 @@ impl Root {
         Ok(Self {
             fd,
             dev: dev_of(&st),
+            ino: st.st_ino,
         })
     }
 
@@ -959,11 +992,17 @@ mod tests {
     }
 
     #[test]
-    fn lock_names_are_per_root_and_carry_no_path() {
-        let a = lock_name(Path::new("/srv/a/context"));
-        let b = lock_name(Path::new("/srv/b/context"));
-        assert_ne!(a, b);
-        assert!(!a.contains("srv") && !a.contains('/'), "{a}");
-        assert!(a.starts_with("context-root-") && a.ends_with(".lock"));
+    fn lock_names_are_per_root_whatever_the_spelling_and_carry_no_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let b = dir.path().join("b");
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        assert_ne!(lock_name(&a), lock_name(&b));
+        assert_eq!(lock_name(&a), lock_name(&dir.path().join("b/../a/.")));
+        for name in [lock_name(&a), lock_name(Path::new("/srv/missing/context"))] {
+            assert!(!name.contains("srv") && !name.contains('/'), "{name}");
+            assert!(name.starts_with("context-root-") && name.ends_with(".lock"));
+        }
     }
 }

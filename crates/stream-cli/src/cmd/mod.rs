@@ -4,6 +4,7 @@ pub mod declaration_check;
 pub mod events;
 pub mod export;
 pub mod init;
+pub mod memory;
 pub mod proposals;
 pub mod scan;
 
