@@ -6,9 +6,12 @@
 //! time of that process (`/proc/<pid>/stat` field 22, clock ticks since
 //! boot) and a random ownership token.
 //!
-//! - **Taking** it: the evidence is written to a hidden temporary file,
-//!   fsynced and hard-linked to the lock name, so a lock file is never seen
-//!   half-written. If the name exists, its evidence is judged
+//! - **Taking** it: the evidence is written to a hidden temporary file and
+//!   hard-linked to the lock name, so a lock file is never seen
+//!   half-written. Nothing is fsynced: the lock only means something during
+//!   the boot that took it (processes see each other's files through the page
+//!   cache), and a lock file that survives a crash names another boot and is
+//!   reclaimed. If the name exists, its evidence is judged
 //!   ([`judge`]): an owner from another boot, a PID that no longer runs (or
 //!   is a zombie), or a PID now running a process that started at another
 //!   time is **reclaimed**; a live owner is a **conflict**
@@ -321,7 +324,8 @@ fn read_evidence(dir: &OwnedFd, name: &str) -> Result<Option<LockEvidence>, Lock
     LockEvidence::parse(&bytes).map(Some)
 }
 
-/// Writes `evidence` to a fresh hidden file and links it to `name`:
+/// Writes `evidence` to a fresh hidden file and links it to `name` (no
+/// fsync: see the module documentation):
 /// `Ok(false)` when `name` already exists.
 fn create_lock(dir: &OwnedFd, name: &str, evidence: &LockEvidence) -> Result<bool, LockError> {
     let tmp = format!(".{name}.{}.tmp", evidence.token);
@@ -331,7 +335,6 @@ fn create_lock(dir: &OwnedFd, name: &str, evidence: &LockEvidence) -> Result<boo
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
         let mut file = std::fs::File::from(fd);
         file.write_all(&evidence.encode())?;
-        file.sync_all()?;
         match rustix::fs::linkat(dir, tmp.as_str(), dir, name, AtFlags::empty()) {
             Ok(()) => Ok(true),
             Err(Errno::EXIST) => Ok(false),
@@ -341,7 +344,6 @@ fn create_lock(dir: &OwnedFd, name: &str, evidence: &LockEvidence) -> Result<boo
     let removed = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
     let linked = written?;
     removed?;
-    rustix::fs::fsync(dir)?;
     Ok(linked)
 }
 
@@ -412,7 +414,6 @@ impl RootLock {
         match read_evidence(&fd, &self.name)? {
             Some(found) if found == self.evidence => {
                 rustix::fs::unlinkat(&fd, self.name.as_str(), AtFlags::empty())?;
-                rustix::fs::fsync(&fd)?;
                 Ok(())
             }
             Some(_) | None => Err(LockError::Replaced),
