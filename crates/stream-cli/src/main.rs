@@ -45,6 +45,10 @@ enum Command {
     Serve(cmd::serve::Args),
     /// List proposals (pending ones unless --all).
     ProposalList(cmd::proposals::ListArgs),
+    /// Accept, edit or reject one proposal, then project it (prints ids and status only).
+    ProposalDecision(cmd::proposals::DecisionArgs),
+    /// Finish every decision left between its append and its projection.
+    ProposalProject,
     /// Export quality-eligible judgments to a private JSONL file.
     PrivateTrainingExport(cmd::export::PrivateArgs),
     /// Export judgments eligible for external use to a JSONL file.
@@ -80,6 +84,8 @@ fn run(cli: Cli) -> CmdResult {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => cmd::serve::run(&ctx, args),
         Command::ProposalList(args) => cmd::proposals::run_list(&ctx, args),
+        Command::ProposalDecision(args) => cmd::proposals::run_decision(&ctx, args),
+        Command::ProposalProject => cmd::proposals::run_project(&ctx),
         Command::PrivateTrainingExport(args) => cmd::export::run_private(&ctx, args),
         Command::TrainingExport(args) => cmd::export::run_external(&ctx, args),
         Command::DeclarationCheck(args) => cmd::declaration_check::run(args),

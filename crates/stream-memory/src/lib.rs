@@ -1,23 +1,32 @@
-//! Memory documents: the files of the context root and what they say
-//! about themselves.
+//! Memory documents: the files of the context root, what they say about
+//! themselves, and the one bounded way a human decision changes them.
 //!
 //! Owns the Markdown frontmatter parser ([`frontmatter::parse`], the `id`
-//! every `memory.md` carries) and the filesystem connector ([`scan::scan`]):
+//! every `memory.md` carries), the filesystem connector ([`scan::scan`]):
 //! regular files under a real root directory, recorded in the store as
 //! stable documents with immutable versions, a current pointer and one
 //! `stream.filesystem.file.changed@1` event per new version, all in one
-//! transaction per scan.
+//! transaction per scan), the owner-only root lock ([`lock::RootLock`]) and
+//! the memory materializer ([`materialize::materialize`]): an accepted or
+//! edited memory decision, revalidated against the frozen base, written
+//! atomically, scanned, verified and receipted.
 //!
-//! Read [`scan::scan`] and [`scan::ScanReport`] first.
+//! Read [`materialize::materialize`] and [`scan::scan`] first.
 //!
-//! It never writes a file: the materializer and its root lock (which will
-//! live here) are the only writers, and they call [`scan::scan`] afterwards.
-//! It never follows a symlink and never reads outside the root.
+//! The materializer is the only writer of `memory.md`, and it writes only
+//! after the shared authority-chain validator passes; the scan never writes
+//! a file. Nothing here follows a symlink or reads outside the root.
 
 #![deny(missing_docs)]
 
 pub mod frontmatter;
+pub mod lock;
+pub mod materialize;
 pub mod scan;
 
 pub use frontmatter::{Frontmatter, FrontmatterError};
+pub use lock::{LockError, RootLock};
+pub use materialize::{
+    MaterializeConfig, MaterializeError, MaterializeOutcome, Recorded, materialize,
+};
 pub use scan::{ScanError, ScanLimits, ScanReport, scan, scan_with_limits};

@@ -5,6 +5,7 @@ pub mod demo;
 pub mod events;
 pub mod export;
 pub mod init;
+pub mod memory;
 pub mod proposals;
 pub mod scan;
 pub mod serve;

@@ -1,6 +1,6 @@
 //! End-to-end tests of the `thestream` binary: exit codes, config errors,
-//! `init`, `events`, `declaration-check` and `scan`, read only through the
-//! CLI as a user would.
+//! `init`, `events`, `declaration-check`, `scan`, `proposal-decision` and
+//! `proposal-project`, read only through the CLI as a user would.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -9,4 +9,5 @@ mod conversation;
 mod decisions;
 mod documents;
 mod foundation;
+mod memory_decisions;
 mod telegram_menu;

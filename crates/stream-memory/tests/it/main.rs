@@ -1,8 +1,11 @@
-//! Integration tests of stream-memory: the frontmatter table and the
-//! filesystem connector against a real SQLite store and real files.
+//! Integration tests of stream-memory: the frontmatter table, the
+//! filesystem connector, the root lock and the materializer against a real
+//! SQLite store, real settled runs and real files.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 mod frontmatter;
+mod lock;
+mod materialize;
 mod scan;

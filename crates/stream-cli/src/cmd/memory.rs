@@ -1,0 +1,117 @@
+//! The memory half of projection: a verified memory decision handed to the
+//! materializer with the operator's configured root, source, size limit and
+//! locks folder. Prints ids and status only, never text or paths.
+
+use anyhow::anyhow;
+use stream_core::payload::MaterializationFailure;
+use stream_core::{EventId, SourceName};
+use stream_memory::lock::LockError;
+use stream_memory::materialize::{
+    MaterializeConfig, MaterializeError, MaterializeOutcome, Recorded, materialize,
+};
+use stream_store::Store;
+
+use crate::config::Config;
+use crate::exit::Failure;
+
+/// The materializer's configuration, from the operator's config only.
+pub fn materialize_config(config: &Config) -> MaterializeConfig {
+    MaterializeConfig {
+        root: config.context.root.clone(),
+        source: SourceName::fixed(SourceName::CONTEXT),
+        max_bytes: config.context.max_memory_bytes,
+        lock_dir: config.data_dir.join("locks"),
+    }
+}
+
+/// The exit code a recorded failure maps to: the base moved (3, conflict),
+/// the request or the files do not validate (2), the machinery failed (1).
+fn failure_exit(reason: MaterializationFailure, event: &EventId) -> Failure {
+    let e = anyhow!(
+        "memory materialization failed ({}); outcome event {event}",
+        reason.as_str()
+    );
+    match reason {
+        MaterializationFailure::StaleBase => Failure::Conflict(e),
+        MaterializationFailure::Path
+        | MaterializationFailure::Symlink
+        | MaterializationFailure::Frontmatter
+        | MaterializationFailure::Size
+        | MaterializationFailure::Content => Failure::Usage(e),
+        MaterializationFailure::Write
+        | MaterializationFailure::Scan
+        | MaterializationFailure::Receipt => Failure::Runtime(e),
+    }
+}
+
+/// Maps a materializer refusal that recorded nothing.
+pub fn error_failure(e: MaterializeError) -> Failure {
+    match e {
+        MaterializeError::Decision(p) => super::proposals::project_failure(p),
+        MaterializeError::Lock(LockError::Held { .. }) => Failure::Conflict(e.into()),
+        MaterializeError::Store(s) => s.into(),
+        MaterializeError::NotAMemoryDecision { .. } | MaterializeError::OutcomeInvalid { .. } => {
+            Failure::usage(e)
+        }
+        MaterializeError::Lock(
+            LockError::Malformed
+            | LockError::Replaced
+            | LockError::UnsafeDir
+            | LockError::Identity
+            | LockError::Io(_),
+        )
+        | MaterializeError::Build { .. } => Failure::runtime(e),
+    }
+}
+
+/// What projecting one memory decision came to.
+#[derive(Debug)]
+pub enum MemoryStatus {
+    /// Settled without a failure (materialized now or before, or rejected).
+    Settled,
+    /// A failure outcome, with the exit it maps to and whether it was
+    /// recorded by this run.
+    Failed(Failure, Recorded),
+}
+
+/// Materializes decision `decision` and prints its outcome.
+pub fn project_memory(
+    store: &dyn Store,
+    config: &Config,
+    decision: &EventId,
+) -> Result<MemoryStatus, Failure> {
+    let outcome =
+        materialize(store, &materialize_config(config), decision).map_err(error_failure)?;
+    Ok(match outcome {
+        MaterializeOutcome::Materialized {
+            receipt,
+            payload,
+            recorded,
+        } => {
+            let already = match recorded {
+                Recorded::Now => "",
+                Recorded::Already => "already ",
+            };
+            println!(
+                "memory.md {already}materialized: receipt {receipt}, version {}, {} bytes",
+                payload.new_version_id, payload.byte_count
+            );
+            MemoryStatus::Settled
+        }
+        MaterializeOutcome::Failed {
+            event,
+            reason,
+            recorded,
+        } => {
+            println!(
+                "memory materialization failed: {} (event {event})",
+                reason.as_str()
+            );
+            MemoryStatus::Failed(failure_exit(reason, &event), recorded)
+        }
+        MaterializeOutcome::Rejected => {
+            println!("rejected: memory.md not changed");
+            MemoryStatus::Settled
+        }
+    })
+}

@@ -1,0 +1,185 @@
+//! Cost of human decisions and their projection, against the raw fsync rate
+//! of the same SQLite file.
+//!
+//! `cargo bench -p stream-memory --bench materialize` prints the medians of:
+//!
+//! - one raw fsync'd `INSERT` transaction on the store file (the unit);
+//! - a correction decision + its projection into a judgment
+//!   (`record_decision` + `project_correction`: two chain verifications, two
+//!   fsync'd appends);
+//! - the materialization of an accepted `append` on a 64 KiB `memory.md`
+//!   (`materialize`: chain verification, lock, revalidation, scan, owner-only
+//!   write with fsyncs and rename, scan, verification, receipt), alone and
+//!   with its decision;
+//!
+//! each also as a ratio to the raw transaction. Every round gets a fresh
+//! proposal, made untimed under a real stored snapshot.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use stream_core::SourceName;
+use stream_core::payload::{Disposition, EvidenceIds, MemoryOperation};
+use stream_core::text::{BoundedText, Label};
+use stream_memory::materialize::{MaterializeConfig, MaterializeOutcome, materialize};
+use stream_proposals::decision::{DecisionRequest, record_decision};
+use stream_proposals::project::{CorrectionProjection, project_correction};
+use stream_proposals::settle::ValidatedProposal;
+use stream_proposals::testing::World;
+
+const ROUNDS: usize = 40;
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// `setup` (untimed) prepares round `i`; `op` (timed) consumes it.
+fn measure<T>(mut setup: impl FnMut(usize) -> T, mut op: impl FnMut(T)) -> Duration {
+    for i in 0..3 {
+        let t = setup(usize::MAX - i); // warm-up
+        op(t);
+    }
+    median(
+        (0..ROUNDS)
+            .map(|i| {
+                let t = setup(i);
+                let start = Instant::now();
+                op(t);
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+fn request(proposal: &stream_core::EventId) -> DecisionRequest {
+    DecisionRequest {
+        proposal: proposal.clone(),
+        disposition: Disposition::Accept,
+        replacement: None,
+        submission_id: None,
+        actor: Label::new("owner").unwrap(),
+    }
+}
+
+fn main() {
+    let mut w = World::new();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("context");
+    std::fs::create_dir(&root).unwrap();
+    let config = MaterializeConfig {
+        root: root.clone(),
+        source: SourceName::fixed(SourceName::CONTEXT),
+        max_bytes: 262_144,
+        lock_dir: dir.path().join("locks"),
+    };
+
+    // The timed operations use their own handle on the same file; the
+    // World's handle writes the untimed setup.
+    let path = w.path.clone();
+    let store = stream_store::SqliteStore::open(&path).unwrap();
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+         CREATE TABLE bench_raw (k INTEGER PRIMARY KEY, v BLOB NOT NULL);",
+    )
+    .unwrap();
+    let payload = vec![7u8; 256];
+    let raw_median = measure(
+        |i| i,
+        |i| {
+            raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+            raw.execute(
+                "INSERT OR REPLACE INTO bench_raw (k, v) VALUES (?1, ?2)",
+                rusqlite::params![i as i64, payload],
+            )
+            .unwrap();
+            raw.execute_batch("COMMIT").unwrap();
+        },
+    );
+
+    // Correction: each round a new delivered reply corrects the latest one.
+    let correction = measure(
+        |_| {
+            let trigger = w.base.message("And what about that?");
+            let (settlement, _) = w.base.settle_run(&trigger, Some("A reply."), |s| {
+                let latest = s.latest_correction_target().unwrap().clone();
+                vec![ValidatedProposal::Correction {
+                    evidence: EvidenceIds::new(vec![latest.output_event_id.clone()]).unwrap(),
+                    target: latest,
+                    replacement: BoundedText::new("A better reply.").unwrap(),
+                    reason: BoundedText::new("wrong").unwrap(),
+                }]
+            });
+            w.base.deliver(settlement.output(), &trigger);
+            settlement.proposals()[0].id.clone()
+        },
+        |proposal| {
+            let decided = record_decision(&store, &request(&proposal)).unwrap();
+            let projected = project_correction(&store, decided.id()).unwrap();
+            assert!(matches!(projected, CorrectionProjection::Judgment(_)));
+        },
+    );
+
+    // Memory: each round starts from a fresh 64 KiB memory.md, scanned, and
+    // a new run proposes an append under a snapshot of that version.
+    let body = "A remembered line of about forty bytes.\n".repeat(64 * 1024 / 40);
+    let mut propose = |i: usize, decide: bool| {
+        let text = format!("---\nid: bench\n---\n# Memory {i}\n{body}");
+        let text = &text[..64 * 1024];
+        std::fs::write(root.join("memory.md"), text).unwrap();
+        stream_memory::scan(&w.store, &config.source, &root).unwrap();
+        let trigger = w.base.message("Remember this.");
+        let (settlement, _) = w.base.settle_run(&trigger, Some("Noted."), |s| {
+            vec![ValidatedProposal::Memory {
+                target: s.capabilities.memory_target.clone().unwrap(),
+                operation: MemoryOperation::Append,
+                text: BoundedText::new(format!("Fact number {i}.")).unwrap(),
+                reason: BoundedText::new("asked").unwrap(),
+                evidence: EvidenceIds::new(vec![s.trigger.event_id.clone()]).unwrap(),
+            }]
+        });
+        let proposal = settlement.proposals()[0].id.clone();
+        if decide {
+            let decided = record_decision(&w.store, &request(&proposal)).unwrap();
+            decided.id().clone()
+        } else {
+            proposal
+        }
+    };
+    let materialize_only = measure(
+        |i| propose(i, true),
+        |decision| {
+            let outcome = materialize(&store, &config, &decision).unwrap();
+            assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
+        },
+    );
+    let decision_and_materialize = measure(
+        |i| propose(i, false),
+        |proposal| {
+            let decided = record_decision(&store, &request(&proposal)).unwrap();
+            let outcome = materialize(&store, &config, decided.id()).unwrap();
+            assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
+        },
+    );
+
+    let report = |name: &str, d: Duration| {
+        println!(
+            "{name:<46} median {:>9.2} ms  ratio to raw {:>6.1}",
+            d.as_secs_f64() * 1e3,
+            d.as_secs_f64() / raw_median.as_secs_f64()
+        );
+    };
+    println!(
+        "decision/projection bench: {ROUNDS} rounds each, WAL + synchronous=FULL, store {}",
+        path.display()
+    );
+    report("raw fsync'd INSERT transaction", raw_median);
+    report("correction decision + projection", correction);
+    report("materialize append on 64 KiB memory.md", materialize_only);
+    report(
+        "memory decision + materialize (64 KiB)",
+        decision_and_materialize,
+    );
+}
