@@ -151,6 +151,113 @@ pub fn run(args: Args) -> CmdResult {
     let ran = demo.thestream(&["proposal-list"])?;
     print!("{}", indent(&ran.stdout));
 
+    let proposals = demo.stack.proposals().map_err(runtime)?;
+    let id_of = |kind: &str| -> Result<String, Failure> {
+        proposals
+            .iter()
+            .find(|p| p["kind"] == kind)
+            .and_then(|p| p["id"].as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| runtime(format!("no {kind} proposal")))
+    };
+    let (correction, memory, focus) = (
+        id_of("self-correction")?,
+        id_of("memory-change")?,
+        id_of("focus-declaration")?,
+    );
+
+    demo.title("A human accepts the correction: it becomes a judgment");
+    let ran = demo.thestream(&[
+        "proposal-decision",
+        "--proposal",
+        &correction[..12],
+        "--accept",
+        "--actor",
+        "owner",
+    ])?;
+    print!("{}", indent(&ran.stdout));
+
+    demo.title(
+        "A human accepts the memory change: memory.md is written after the whole chain revalidates",
+    );
+    let memory_path = demo.stack.path().join("context/memory.md");
+    let before = std::fs::read_to_string(&memory_path).map_err(runtime)?;
+    let ran = demo.thestream(&[
+        "proposal-decision",
+        "--proposal",
+        &memory,
+        "--accept",
+        "--actor",
+        "owner",
+    ])?;
+    print!("{}", indent(&ran.stdout));
+    let after = std::fs::read_to_string(&memory_path).map_err(runtime)?;
+    println!(
+        "   memory.md grew from {} to {} bytes; its new last line:",
+        before.len(),
+        after.len()
+    );
+    println!("   │ {}", after.lines().last().unwrap_or_default());
+
+    demo.title("Focus proposals are listed but cannot be decided yet");
+    let ran = demo.thestream(&["proposal-decision", "--proposal", &focus, "--accept"])?;
+    println!(
+        "   exit {}: {}",
+        ran.code,
+        ran.stderr
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+    );
+
+    demo.title("The next turn: history carries the corrected reply and the memory");
+    demo.owner("What is the capital of Australia, once more?");
+    demo.stack
+        .script(Reply::completion(ScriptedCompletion::text("Canberra.")));
+    demo.drain()?;
+    let request = demo
+        .stack
+        .provider
+        .requests()
+        .last()
+        .map(|r| r.json())
+        .unwrap_or_default();
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let system = messages
+        .first()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    let corrected = messages.iter().any(|m| {
+        m["role"] == "assistant"
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.ends_with("The capital of Australia is Canberra."))
+    });
+    println!("   the provider saw the judged text in place of \"Sydney.\": {corrected}");
+    println!(
+        "   the provider saw the approved memory line: {}",
+        system.contains("The owner prefers short answers.")
+    );
+
+    demo.title("Exports: the accepted self-correction is private training data, never external");
+    let exports = demo.stack.path().join("exports");
+    std::fs::create_dir_all(&exports).map_err(runtime)?;
+    set_private(&exports)?;
+    let private = exports.join("private.jsonl");
+    let external = exports.join("external.jsonl");
+    let private = private.to_string_lossy().into_owned();
+    let external = external.to_string_lossy().into_owned();
+    let ran = demo.thestream(&[
+        "private-training-export",
+        "--output",
+        &private,
+        "--acknowledge-sensitive-private-training",
+    ])?;
+    print!("{}", indent(&ran.stdout));
+    let ran = demo.thestream(&["training-export", "--output", &external])?;
+    print!("{}", indent(&ran.stdout));
+
     demo.title("What the store holds");
     let events = demo.events()?;
     let mut counts: Vec<(String, usize)> = Vec::new();
@@ -169,9 +276,8 @@ pub fn run(args: Args) -> CmdResult {
         println!("   {n:>3}  {ty}");
     }
     println!(
-        "   {} provider requests for {} model turns; the literal \"latest\" stored: {}",
+        "   {} provider requests for 5 model turns; the literal \"latest\" stored: {}",
         demo.stack.provider.requests().len(),
-        4,
         serde_json::to_string(&events)
             .map_err(runtime)?
             .contains("\"latest\"")
@@ -192,6 +298,11 @@ pub fn run(args: Args) -> CmdResult {
         );
     }
     Ok(())
+}
+
+fn set_private(dir: &std::path::Path) -> Result<(), Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(runtime)
 }
 
 fn indent(text: &str) -> String {

@@ -7,6 +7,7 @@
 mod common;
 mod conversation;
 mod decisions;
+mod demo;
 mod documents;
 mod foundation;
 mod memory_decisions;

@@ -1,0 +1,36 @@
+//! `thestream demo`, the README's run command, as a newcomer runs it.
+
+use std::process::Command;
+
+#[test]
+fn the_demo_runs_the_whole_chain() {
+    // The demo finds thestream-worker beside thestream.
+    stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_thestream"))
+        .arg("demo")
+        .env_clear()
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for expected in [
+        "bot   › Sydney.",
+        "bot   › I saved that as a memory suggestion.",
+        "bot   › I saved that as a focus proposal.",
+        "bot   › Usage: /focus <description>",
+        "judgment ",
+        "memory.md materialized",
+        "focus proposals cannot be decided yet",
+        "the provider saw the judged text in place of \"Sydney.\": true",
+        "the provider saw the approved memory line: true",
+        "1 examples written",
+        "0 examples written",
+        "5 provider requests for 5 model turns; the literal \"latest\" stored: false",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
