@@ -68,6 +68,28 @@ pub struct ProcessReport {
     pub completed: usize,
     /// Runs given up (a final `run.failed`).
     pub failed: usize,
+    /// Time spent in each stage of model runs, summed over the pass.
+    pub stages: StageTimes,
+}
+
+/// Time spent per stage of model runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTimes {
+    /// Context scan, snapshot build and storing it with the run row.
+    pub snapshot: std::time::Duration,
+    /// Packet build, worker spawn and sandbox, the one provider request, result.
+    pub attempt: std::time::Duration,
+    /// Trusted validation and the settlement transaction.
+    pub settle: std::time::Duration,
+}
+
+impl StageTimes {
+    /// Adds `other` to `self`.
+    pub fn add(&mut self, other: StageTimes) {
+        self.snapshot += other.snapshot;
+        self.attempt += other.attempt;
+        self.settle += other.settle;
+    }
 }
 
 /// The engine of one store and one active declaration.
@@ -177,10 +199,12 @@ impl Engine {
             for event in &batch {
                 if event.is::<MessageReceived>() {
                     report.triggers += 1;
-                    match self.handle(event).await? {
+                    let mut stages = StageTimes::default();
+                    match self.handle(event, &mut stages).await? {
                         Settled::Completed => report.completed += 1,
                         Settled::Failed => report.failed += 1,
                     }
+                    report.stages.add(stages);
                 }
             }
             cursor = last_seq;
@@ -188,7 +212,11 @@ impl Engine {
         Ok(report)
     }
 
-    async fn handle(&self, trigger: &StoredEvent) -> Result<Settled, EngineError> {
+    async fn handle(
+        &self,
+        trigger: &StoredEvent,
+        stages: &mut StageTimes,
+    ) -> Result<Settled, EngineError> {
         let msg: MessageReceived = trigger.decode().map_err(|_| EngineError::EventInvalid {
             id: trigger.id().clone(),
         })?;
@@ -214,7 +242,7 @@ impl Engine {
                 self.fixed_reply(trigger, &msg, replies.help.clone())
             }
             Some((BotCommand::Correct, false)) => self.owner_correct(trigger, &msg, replies),
-            Some((BotCommand::Focus, false)) | None => self.model_run(trigger, &msg).await,
+            Some((BotCommand::Focus, false)) | None => self.model_run(trigger, &msg, stages).await,
         }
     }
 }

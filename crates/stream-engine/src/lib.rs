@@ -24,5 +24,5 @@ pub mod model;
 pub mod serve;
 mod settings;
 
-pub use engine::{Engine, EngineError, ProcessReport};
+pub use engine::{Engine, EngineError, ProcessReport, StageTimes};
 pub use settings::{EngineSettings, IngressSettings, ProviderSettings};

@@ -4,7 +4,7 @@
 //! final.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use stream_context::{ContextSpec, Snapshot};
 use stream_core::ids::derive_run_id;
@@ -18,7 +18,7 @@ use stream_proposals::validate::{AttemptEvidence, validate_completion};
 use stream_protocol::{ProviderSpec, ToolDef};
 use stream_store::{RunRow, RunStatus};
 
-use crate::engine::{Engine, EngineError, Settled};
+use crate::engine::{Engine, EngineError, Settled, StageTimes};
 
 /// The tool definition the packet carries for `kind`.
 pub fn tool_def(kind: ProposalKind) -> ToolDef {
@@ -200,6 +200,7 @@ impl Engine {
         &self,
         trigger: &StoredEvent,
         msg: &MessageReceived,
+        stages: &mut StageTimes,
     ) -> Result<Settled, EngineError> {
         let agent = self.conversation.id();
         let run_id =
@@ -224,7 +225,10 @@ impl Engine {
                 snapshot_id: None,
             },
         };
-        let (run, snapshot) = match self.prepare(&run, trigger)? {
+        let preparing = Instant::now();
+        let prepared = self.prepare(&run, trigger)?;
+        stages.snapshot += preparing.elapsed();
+        let (run, snapshot) = match prepared {
             Prepared::Ready { run, snapshot } => (run, snapshot),
             Prepared::Unusable { run, reason } => {
                 let facts = self.facts(&run, trigger, msg, run.attempts + 1)?;
@@ -247,38 +251,47 @@ impl Engine {
                 model: self.settings.provider.model.clone(),
                 max_output_tokens: max_tokens,
             };
-            let outcome = match stream_context::packet::build(
+            let started = Instant::now();
+            let attempted = match stream_context::packet::build(
                 &snapshot,
                 attempts,
                 provider,
                 &tool_def,
                 self.store.as_ref(),
             ) {
-                Ok(packet) => match self.broker.run_attempt(&packet).await {
-                    Ok(report) => match status_reason(report.status) {
-                        Some(reason) => Err(reason),
-                        None => validate_completion(
-                            &snapshot,
-                            AttemptEvidence {
-                                api: self.settings.provider.api,
-                                status: report.status,
-                                body: &report.body,
-                                worker: &report.result,
-                            },
-                        ),
-                    },
-                    Err(e) => Err(e.reason()),
-                },
+                Ok(packet) => self
+                    .broker
+                    .run_attempt(&packet)
+                    .await
+                    .map_err(|e| e.reason()),
                 Err(_) => Err(RunFailureReason::SnapshotInvalid),
             };
+            stages.attempt += started.elapsed();
+            let settling = Instant::now();
+            let outcome = attempted.and_then(|report| match status_reason(report.status) {
+                Some(reason) => Err(reason),
+                None => validate_completion(
+                    &snapshot,
+                    AttemptEvidence {
+                        api: self.settings.provider.api,
+                        status: report.status,
+                        body: &report.body,
+                        worker: &report.result,
+                    },
+                ),
+            });
             match outcome {
                 Ok(completion) => {
                     let settlement = Settlement::assemble(&facts, &completion)?;
                     commit(self.store.as_ref(), &settlement)?;
+                    stages.settle += settling.elapsed();
                     tracing::info!(
                         run = %facts.run_id.short(12),
                         attempt = attempts,
                         proposals = settlement.proposals().len(),
+                        snapshot_us = stages.snapshot.as_micros() as u64,
+                        attempt_us = stages.attempt.as_micros() as u64,
+                        settle_us = stages.settle.as_micros() as u64,
                         "run settled"
                     );
                     return Ok(Settled::Completed);

@@ -124,6 +124,7 @@ pub async fn drain(
         report.processed.triggers += processed.triggers;
         report.processed.completed += processed.completed;
         report.processed.failed += processed.failed;
+        report.processed.stages.add(processed.stages);
         report.delivered += delivered.sent;
         if stored == 0 && processed.triggers == 0 && delivered.sent == 0 {
             return Ok(report);
