@@ -21,6 +21,13 @@ fn body(text: Option<&str>, calls: &[(&str, &str, Value)]) -> String {
     json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string()
 }
 
+/// A body whose visible text comes in two parts.
+fn two_parts() -> String {
+    json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}]})
+    .to_string()
+}
+
 /// What an honest worker would report for the same completion.
 fn honest(text: Option<&str>, calls: &[(&str, &str, Value)]) -> WorkerResult {
     WorkerResult::Completed(Completion {
