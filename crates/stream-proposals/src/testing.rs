@@ -327,3 +327,29 @@ impl World {
         judgment.id
     }
 }
+
+impl World {
+    /// Records the owner's decision on the correction proposal and projects
+    /// it, as `proposal-decision` does; returns the judgment id it implies.
+    pub fn decide_correction(
+        &self,
+        disposition: Disposition,
+        replacement: Option<&str>,
+    ) -> EventId {
+        use crate::decision::{DecisionRequest, record_decision};
+        use crate::project::{judgment_id, project_correction};
+        let decision = record_decision(
+            &self.base.store,
+            &DecisionRequest {
+                proposal: self.correction.clone(),
+                disposition,
+                replacement: replacement.map(str::to_owned),
+                submission_id: None,
+                actor: Label::new("owner").unwrap(),
+            },
+        )
+        .unwrap();
+        project_correction(&self.base.store, decision.id()).unwrap();
+        judgment_id(decision.id()).unwrap()
+    }
+}

@@ -2,9 +2,6 @@
 
 use serde_json::Value;
 use stream_core::payload::Disposition;
-use stream_core::text::Label;
-use stream_proposals::decision::{DecisionRequest, record_decision};
-use stream_proposals::project::project_correction;
 use stream_proposals::testing::World;
 
 use crate::common::Home;
@@ -41,18 +38,7 @@ fn proposal_list_json_shows_pending_proposals_with_their_fields() {
 fn decided_proposals_leave_the_pending_list() {
     let home = Home::init();
     let w = world(&home);
-    let decision = record_decision(
-        &w.store,
-        &DecisionRequest {
-            proposal: w.correction.clone(),
-            disposition: Disposition::Accept,
-            replacement: None,
-            submission_id: None,
-            actor: Label::new("owner").unwrap(),
-        },
-    )
-    .unwrap();
-    project_correction(&w.store, decision.id()).unwrap();
+    w.decide_correction(Disposition::Accept, None);
     let pending: Vec<Value> =
         serde_json::from_str(&home.run(&["proposal-list", "--json"]).stdout).unwrap();
     assert_eq!(pending.len(), 2);
@@ -90,18 +76,7 @@ fn exports_through_the_cli() {
     use std::os::unix::fs::PermissionsExt;
     let home = Home::init();
     let w = world(&home);
-    let decision = record_decision(
-        &w.store,
-        &DecisionRequest {
-            proposal: w.correction.clone(),
-            disposition: Disposition::Accept,
-            replacement: None,
-            submission_id: None,
-            actor: Label::new("owner").unwrap(),
-        },
-    )
-    .unwrap();
-    project_correction(&w.store, decision.id()).unwrap();
+    w.decide_correction(Disposition::Accept, None);
     let out_dir = home.path().join("exports");
     std::fs::create_dir(&out_dir).unwrap();
     std::fs::set_permissions(&out_dir, std::fs::Permissions::from_mode(0o700)).unwrap();

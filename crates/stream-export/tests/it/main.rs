@@ -12,37 +12,18 @@ use std::os::unix::fs::PermissionsExt;
 
 use stream_core::EventId;
 use stream_core::payload::Disposition;
-use stream_core::text::Label;
 use stream_export::{
     DestinationError, Exclusion, ExportError, ExportKind, Provenance, select, write,
 };
-use stream_proposals::decision::{DecisionRequest, record_decision};
-use stream_proposals::project::project_correction;
 use stream_proposals::testing::World;
 use stream_store::Read;
 use stream_testkit::canary::Canary;
-
-fn accept_correction(w: &World, disposition: Disposition, text: Option<&str>) -> EventId {
-    let decision = record_decision(
-        &w.store,
-        &DecisionRequest {
-            proposal: w.correction.clone(),
-            disposition,
-            replacement: text.map(str::to_owned),
-            submission_id: None,
-            actor: Label::new("owner").unwrap(),
-        },
-    )
-    .unwrap();
-    project_correction(&w.store, decision.id()).unwrap();
-    stream_proposals::project::judgment_id(decision.id()).unwrap()
-}
 
 /// A world with an accepted self-correction (of the earlier reply) and the
 /// owner's own `/correct` (of the trigger's reply).
 fn judged_world() -> (World, EventId, EventId) {
     let mut w = World::new();
-    let self_correction = accept_correction(&w, Disposition::Accept, None);
+    let self_correction = w.decide_correction(Disposition::Accept, None);
     let receipt = w.deliver_trigger_reply();
     let output = w.trigger_output.clone();
     let root = w.trigger.id().clone();
@@ -123,18 +104,7 @@ fn proposals_never_enter_an_example() {
 #[test]
 fn rejected_and_superseded_judgments_are_not_exported() {
     let w = World::new();
-    let decision = record_decision(
-        &w.store,
-        &DecisionRequest {
-            proposal: w.correction.clone(),
-            disposition: Disposition::Reject,
-            replacement: None,
-            submission_id: None,
-            actor: Label::new("owner").unwrap(),
-        },
-    )
-    .unwrap();
-    project_correction(&w.store, decision.id()).unwrap();
+    w.decide_correction(Disposition::Reject, None);
     assert!(judgment_ids(ExportKind::Private, &w).is_empty());
 
     let (mut w, self_correction, _) = judged_world();

@@ -164,6 +164,12 @@ fn the_parent_refuses_what_the_worker_or_provider_got_wrong() {
             honest(None, &[]),
             R::InvalidOutput,
         ),
+        (
+            "text in two parts",
+            two_parts(),
+            honest(Some("a"), &[]),
+            R::InvalidOutput,
+        ),
         // "The sandbox and trusted parent both reject any other evidence id."
         (
             "evidence not admitted",
