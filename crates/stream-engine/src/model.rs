@@ -42,11 +42,6 @@ enum Prepared {
     },
 }
 
-/// How an attempt ended, for the retry decision.
-fn transient(reason: RunFailureReason) -> bool {
-    reason.is_transient()
-}
-
 /// The reason a non-2xx provider status stands for, decided by the parent
 /// from what it saw, whatever the worker concluded.
 fn status_reason(status: u16) -> Option<RunFailureReason> {
@@ -297,7 +292,7 @@ impl Engine {
                     return Ok(Settled::Completed);
                 }
                 Err(reason) => {
-                    let is_final = !transient(reason) || attempts >= self.settings.max_attempts;
+                    let is_final = !reason.is_transient() || attempts >= self.settings.max_attempts;
                     FailedAttempt::assemble(&facts, reason, is_final)?
                         .commit(self.store.as_ref())?;
                     tracing::warn!(
