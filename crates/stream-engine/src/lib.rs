@@ -16,7 +16,9 @@
 
 #![deny(missing_docs)]
 
+pub mod activation;
 pub mod active;
+pub mod cooperation;
 mod correct;
 mod engine;
 mod fixed;
@@ -24,5 +26,5 @@ pub mod model;
 pub mod serve;
 mod settings;
 
-pub use engine::{Engine, EngineError, ProcessReport, StageTimes};
+pub use engine::{Engine, EngineError, ProcessReport, StageTimes, hash_worker};
 pub use settings::{EngineSettings, IngressSettings, ProviderSettings};
