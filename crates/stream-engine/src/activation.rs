@@ -399,6 +399,9 @@ pub fn activation_id(decl: &LoadedDeclaration, generation: u64) -> Result<Label,
     Label::new(hash.as_str()).map_err(|_| malformed())
 }
 
+/// The steps recorded for one activation.
+pub type RecordedSteps = BTreeMap<ActivationStepKind, RecordedStep>;
+
 /// One recorded step.
 #[derive(Debug, Clone)]
 pub struct RecordedStep {
@@ -411,9 +414,9 @@ pub struct RecordedStep {
 /// Every recorded activation: id → its steps.
 pub fn recorded_activations(
     reader: &(impl Read + ?Sized),
-) -> Result<BTreeMap<String, BTreeMap<ActivationStepKind, RecordedStep>>, ActivationError> {
+) -> Result<BTreeMap<String, RecordedSteps>, ActivationError> {
     let source = SourceName::fixed(SourceName::ACTIVATION);
-    let mut all: BTreeMap<String, BTreeMap<ActivationStepKind, RecordedStep>> = BTreeMap::new();
+    let mut all: BTreeMap<String, RecordedSteps> = BTreeMap::new();
     let mut after = 0;
     loop {
         let batch = reader.events(&EventQuery::source_after(&source, after).limit(512))?;
@@ -521,16 +524,14 @@ fn self_test(worker: &Path, allow_unenforced: bool) -> Result<Enforcement, Activ
 pub fn plan(
     reader: &dyn Read,
     target: &Target,
-) -> Result<Option<(Label, BTreeMap<ActivationStepKind, RecordedStep>)>, ActivationError> {
+) -> Result<Option<(Label, RecordedSteps)>, ActivationError> {
     let decl = target.declaration();
     match decl.verify(reader) {
         Ok(()) | Err(RegistryError::NotInstalled { .. }) => {}
         Err(e) => return Err(e.into()),
     }
     let mut recorded = recorded_activations(reader)?;
-    let complete = |steps: &BTreeMap<ActivationStepKind, RecordedStep>| {
-        steps.contains_key(&ActivationStepKind::ResumeIngress)
-    };
+    let complete = |steps: &RecordedSteps| steps.contains_key(&ActivationStepKind::ResumeIngress);
     let generation = recorded.values().filter(|s| complete(s)).count() as u64;
     let id = activation_id(decl, generation)?;
     if let Some((other, steps)) = recorded
@@ -604,7 +605,7 @@ struct Run<'a> {
     options: &'a ActivationOptions,
     id: Label,
     telegram: SourceName,
-    recorded: BTreeMap<ActivationStepKind, RecordedStep>,
+    recorded: RecordedSteps,
     /// The last step's event: the next step's parent.
     parent: Option<EventId>,
     /// From verify-bundle.

@@ -9,6 +9,9 @@
 //! model run builds (or, on retry, loads) its snapshot, runs attempts through
 //! the broker, validates each completion in the parent, and settles it
 //! atomically. [`serve`] runs ingress, the consumer and delivery together.
+//! [`activation`] moves the conversation to another declaration version in
+//! recorded, resumable steps (`thestream activate`), cooperating with a
+//! running `serve` through the control rows of [`cooperation`].
 //!
 //! Read [`Engine::process_available`] first, then [`model`]. The engine is
 //! the only orchestrator besides the CLI; the rules it applies live in the
