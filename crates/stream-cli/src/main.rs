@@ -59,6 +59,8 @@ enum Command {
     Scan(cmd::scan::Args),
     /// Register the active declaration's commands as the bot's Telegram menu.
     TelegramMenuRegister(cmd::telegram_menu_register::Args),
+    /// Switch the conversation to another declaration version (recorded, resumable steps).
+    Activate(cmd::activate::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -91,6 +93,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::DeclarationCheck(args) => cmd::declaration_check::run(args),
         Command::Scan(args) => cmd::scan::run(&ctx, args),
         Command::TelegramMenuRegister(args) => cmd::telegram_menu_register::run(&ctx, args),
+        Command::Activate(args) => cmd::activate::run(&ctx, args),
     }
 }
 

@@ -71,7 +71,7 @@ pub enum ActiveError {
     Registry(#[from] RegistryError),
     /// Another version is active.
     #[error(
-        "{active} is active, not the configured {configured}; switch with `thestream activate --declaration FILE`"
+        "{active} is active, not the configured {configured}: set agent.declaration to the active declaration's file, or switch with `thestream activate --declaration FILE`"
     )]
     OtherActive {
         /// The active `<id>@<version>`.

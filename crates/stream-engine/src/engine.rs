@@ -12,6 +12,7 @@ use stream_proposals::SettleError;
 use stream_store::{EventQuery, Store, StoreError};
 
 use crate::active::{ActiveDeclaration, ActiveError, ensure_active};
+use crate::cooperation::load_installed;
 use crate::settings::EngineSettings;
 
 /// Why the engine stopped. Ids, counts and codes only.
@@ -57,6 +58,9 @@ pub enum EngineError {
     /// The context could not be built.
     #[error(transparent)]
     Context(#[from] stream_context::ContextError),
+    /// An installed declaration could not be loaded to follow an activation.
+    #[error(transparent)]
+    Cooperation(#[from] crate::cooperation::CooperationError),
 }
 
 /// What one pass of the consumer did.
@@ -131,11 +135,41 @@ impl Engine {
             });
         }
         let active = ensure_active(store.as_ref(), &conversation, &replies)?;
-        let bundle = std::fs::read(&settings.worker).map_err(|e| EngineError::Worker {
-            path: settings.worker.display().to_string(),
-            kind: e.kind(),
-        })?;
-        let worker_bundle = sha256(&bundle);
+        Self::build(store, settings, telegram, conversation, replies, active)
+    }
+
+    /// Follows an activation: an engine for `active` (the store's new
+    /// active declaration), rebuilt from the files activation installed in
+    /// the store (blobs re-hashed, fingerprint equal to the active row's and
+    /// the registry's), for the same Telegram source, with the worker bundle
+    /// hashed anew.
+    pub fn follow(&self, active: &ActiveDeclaration) -> Result<Self, EngineError> {
+        let (conversation, installed) = load_installed(self.store.as_ref(), active)?;
+        if installed.context.telegram_source != self.telegram {
+            return Err(EngineError::Unservable {
+                id: active.id.clone(),
+                what: "an install for this Telegram source",
+            });
+        }
+        Self::build(
+            Arc::clone(&self.store),
+            self.settings.clone(),
+            self.telegram.clone(),
+            conversation,
+            self.replies.clone(),
+            active.clone(),
+        )
+    }
+
+    fn build(
+        store: Arc<dyn Store>,
+        settings: EngineSettings,
+        telegram: SourceName,
+        conversation: LoadedDeclaration,
+        replies: LoadedDeclaration,
+        active: ActiveDeclaration,
+    ) -> Result<Self, EngineError> {
+        let worker_bundle = hash_worker(&settings.worker)?;
         let mut config = BrokerConfig::new(
             settings.worker.clone(),
             settings.provider.base_url.clone(),
@@ -161,6 +195,11 @@ impl Engine {
         })
     }
 
+    /// The Telegram source the consumer reads.
+    pub fn telegram(&self) -> &SourceName {
+        &self.telegram
+    }
+
     /// The consumer name, `<agent>@<version>`.
     pub fn consumer(&self) -> String {
         self.active.consumer()
@@ -183,6 +222,16 @@ impl Engine {
 
     /// Handles every owner message stored after the consumer's progress.
     pub async fn process_available(&self) -> Result<ProcessReport, EngineError> {
+        self.process_until(None).await
+    }
+
+    /// Handles every owner message stored after the consumer's progress up
+    /// to and including `seq` (a stop request's frozen head), none after it.
+    pub async fn process_through(&self, seq: u64) -> Result<ProcessReport, EngineError> {
+        self.process_until(Some(seq)).await
+    }
+
+    async fn process_until(&self, limit: Option<u64>) -> Result<ProcessReport, EngineError> {
         let mut report = ProcessReport::default();
         let progress = self.store.progress(&self.consumer())?;
         // Non-trigger events (receipts) are skipped with a local cursor;
@@ -197,6 +246,9 @@ impl Engine {
             let Some(last) = batch.last() else { break };
             let last_seq = last.seq;
             for event in &batch {
+                if limit.is_some_and(|limit| event.seq > limit) {
+                    return Ok(report);
+                }
                 if event.is::<MessageReceived>() {
                     report.triggers += 1;
                     let mut stages = StageTimes::default();
@@ -245,6 +297,15 @@ impl Engine {
             Some((BotCommand::Focus, false)) | None => self.model_run(trigger, &msg, stages).await,
         }
     }
+}
+
+/// The SHA-256 of the worker binary: the bundle id.
+pub fn hash_worker(path: &std::path::Path) -> Result<Sha256Hex, EngineError> {
+    let bundle = std::fs::read(path).map_err(|e| EngineError::Worker {
+        path: path.display().to_string(),
+        kind: e.kind(),
+    })?;
+    Ok(sha256(&bundle))
 }
 
 /// How a trigger ended.

@@ -9,6 +9,9 @@
 //! model run builds (or, on retry, loads) its snapshot, runs attempts through
 //! the broker, validates each completion in the parent, and settles it
 //! atomically. [`serve`] runs ingress, the consumer and delivery together.
+//! [`activation`] moves the conversation to another declaration version in
+//! recorded, resumable steps (`thestream activate`), cooperating with a
+//! running `serve` through the control rows of [`cooperation`].
 //!
 //! Read [`Engine::process_available`] first, then [`model`]. The engine is
 //! the only orchestrator besides the CLI; the rules it applies live in the
@@ -16,7 +19,9 @@
 
 #![deny(missing_docs)]
 
+pub mod activation;
 pub mod active;
+pub mod cooperation;
 mod correct;
 mod engine;
 mod fixed;
@@ -24,5 +29,5 @@ pub mod model;
 pub mod serve;
 mod settings;
 
-pub use engine::{Engine, EngineError, ProcessReport, StageTimes};
+pub use engine::{Engine, EngineError, ProcessReport, StageTimes, hash_worker};
 pub use settings::{EngineSettings, IngressSettings, ProviderSettings};

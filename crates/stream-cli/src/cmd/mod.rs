@@ -1,5 +1,6 @@
 //! One module per command: its clap `Args` and its `run`.
 
+pub mod activate;
 pub mod declaration_check;
 pub mod demo;
 pub mod events;

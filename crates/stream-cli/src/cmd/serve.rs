@@ -100,9 +100,10 @@ fn failure(e: ServeError) -> Failure {
         | ServeError::Engine(EngineError::Broker(_))
         | ServeError::Engine(EngineError::Unservable { .. }) => Failure::usage(e),
         ServeError::Engine(EngineError::Store(s)) => s.into(),
-        ServeError::Engine(_) | ServeError::Telegram(_) | ServeError::Webhook(_) => {
-            Failure::runtime(e)
-        }
+        ServeError::Engine(_)
+        | ServeError::Telegram(_)
+        | ServeError::Webhook(_)
+        | ServeError::Cooperation(_) => Failure::runtime(e),
     }
 }
 

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod activation;
 mod common;
 mod conversation;
 mod decisions;

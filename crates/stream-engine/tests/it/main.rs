@@ -1,9 +1,11 @@
-//! stream-engine: the active-declaration rule of `serve` (DESIGN section 17).
+//! stream-engine: the active-declaration rule of `serve` and activation's
+//! store-side rules (DESIGN section 17).
 //! The conversation itself is proven end to end with the real binaries in
 //! `stream-cli`'s tests (`conversation::*`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod activation;
 mod common;
 
 use stream_declarations::LoadedDeclaration;
