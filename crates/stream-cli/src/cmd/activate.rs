@@ -26,7 +26,7 @@ use stream_engine::activation::{
 use stream_engine::active::ActiveError;
 use stream_engine::cooperation::CooperationError;
 use stream_store::Store;
-use stream_telegram::{BotApi, BotToken, ClientOptions, WebhookSecret};
+use stream_telegram::WebhookSecret;
 
 use crate::Ctx;
 use crate::exit::{CmdResult, Failure};
@@ -86,47 +86,23 @@ fn failure(e: ActivationError) -> Failure {
     }
 }
 
-fn secret(name: &str, key: &str) -> Result<String, Failure> {
-    std::env::var(name).map_err(|_| {
-        Failure::usage(anyhow!(
-            "the environment variable {name} ({key}) is not set"
-        ))
-    })
-}
-
 /// Runs `activate`.
 pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
     let config = ctx.config()?;
     let settings = super::serve::engine_settings(&config)?;
     let target = Target::load(&args.declaration).map_err(failure)?;
-    let token = secret(&config.telegram.bot_token_env, "telegram.bot_token_env")?;
-    let token = BotToken::new(token)
-        .map_err(|e| Failure::usage(anyhow!("{}: {e}", config.telegram.bot_token_env)))?;
+    let api = super::bot_api(&config)?;
     let ingress = match &settings.ingress {
         IngressSettings::Polling => IngressPlan::Polling,
         IngressSettings::Webhook { secret_env, .. } => {
-            let value = secret(secret_env, "telegram.webhook_secret_env")?;
+            let value = super::secret(secret_env, "telegram.webhook_secret_env")?;
             IngressPlan::Webhook {
                 secret: WebhookSecret::new(value)
                     .map_err(|e| Failure::usage(anyhow!("{secret_env}: {e}")))?,
             }
         }
     };
-    let notice_chat = if args.skip_help_notice {
-        None
-    } else if config.telegram.owner_user_id > 0 {
-        Some(config.telegram.owner_user_id)
-    } else {
-        return Err(Failure::usage(anyhow!(
-            "telegram.owner_user_id is not set, so the help notice has nowhere to go (or pass --skip-help-notice)"
-        )));
-    };
-    let api = BotApi::new(
-        &config.telegram.api_base_url,
-        token,
-        ClientOptions::default(),
-    )
-    .map_err(|e| Failure::usage(anyhow!("telegram.api_base_url: {e}")))?;
+    let notice_chat = super::notice_chat(&config, args.skip_help_notice)?;
     let options = ActivationOptions {
         worker: settings.worker.clone(),
         allow_unenforced_sandbox: settings.allow_unenforced_sandbox,

@@ -10,7 +10,7 @@
 use anyhow::anyhow;
 use serde::Deserialize;
 use stream_store::Read;
-use stream_telegram::{ApiError, BotApi, BotToken, ClientOptions, MenuCommand, register_menu};
+use stream_telegram::{ApiError, MenuCommand, register_menu};
 
 use crate::Ctx;
 use crate::exit::{CmdResult, Failure};
@@ -68,28 +68,8 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
             Failure::runtime(anyhow!("declaration {}@{}: {e}", active.id, active.version))
         })?;
 
-    let env_name = &config.telegram.bot_token_env;
-    let token = std::env::var(env_name).map_err(|_| {
-        Failure::usage(anyhow!(
-            "the environment variable {env_name} (telegram.bot_token_env) is not set"
-        ))
-    })?;
-    let token = BotToken::new(token).map_err(|e| Failure::usage(anyhow!("{env_name}: {e}")))?;
-    let notice_chat = if args.skip_help_notice {
-        None
-    } else if config.telegram.owner_user_id > 0 {
-        Some(config.telegram.owner_user_id)
-    } else {
-        return Err(Failure::usage(anyhow!(
-            "telegram.owner_user_id is not set, so the notice has nowhere to go (or pass --skip-help-notice)"
-        )));
-    };
-    let api = BotApi::new(
-        &config.telegram.api_base_url,
-        token,
-        ClientOptions::default(),
-    )
-    .map_err(|e| Failure::usage(anyhow!("telegram.api_base_url: {e}")))?;
+    let api = super::bot_api(&config)?;
+    let notice_chat = super::notice_chat(&config, args.skip_help_notice)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
