@@ -12,7 +12,7 @@ use stream_core::text::Label;
 use stream_core::{EventId, MemoryPath, RunId, SourceName, StoredEvent};
 use stream_store::{EventQuery, Read, RunStatus};
 
-use crate::history::call_of;
+use crate::history::{CallIds, call_of};
 use crate::{
     AgentRef, AssistantTurn, Capabilities, ContextError, ContextSpec, ImageRef, Manifest,
     MemoryPart, PromptPart, Snapshot, SnapshotFormat, Turn, UserTurn,
@@ -234,6 +234,7 @@ pub fn build(
     let mut transcript = Vec::new();
     let mut targets = Vec::new();
     let mut evidence = Vec::new();
+    let mut call_ids = CallIds::default();
     let messages = recent_messages(
         store,
         &telegram,
@@ -275,7 +276,7 @@ pub fn build(
                         let proposal = store
                             .event(id)?
                             .ok_or_else(|| ContextError::EventInvalid { id: id.clone() })?;
-                        call_of(&proposal)
+                        call_of(&proposal, &mut call_ids)
                     })
                     .collect::<Result<Vec<_>, _>>()?,
                 _ => Vec::new(),

@@ -1,8 +1,12 @@
 //! History calls rebuilt from proposal events: the canonical tool name and
-//! arguments, a stable synthetic call id, the resolved correction target.
+//! arguments, a short stable synthetic call id, the resolved correction
+//! target.
 //! Never from reply text, traces or the provider's original call ids.
 
+use std::collections::HashSet;
+
 use serde_json::{Value, json};
+use stream_core::canon::sha256;
 use stream_core::payload::{
     CorrectionProposed, FocusDeclarationProposed, MemoryChangeProposed, ProposalKind,
 };
@@ -14,14 +18,63 @@ use crate::{ContextError, HistoryCall};
 pub const NORMALIZED_RESULT: &str =
     "Proposal captured as a durable inert proposal; approval and application are pending.";
 
-/// A tool-call id valid for every provider (`^[A-Za-z0-9_-]{1,64}$`),
-/// stable for the proposal event.
-pub fn synthetic_call_id(proposal: &EventId) -> String {
-    format!("proposal_{}", &proposal.as_str()[..48])
+/// Length of a synthetic call id.
+pub const CALL_ID_LEN: usize = 9;
+
+const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// Candidate `attempt` for the call id of `proposal`: 9 ASCII alphanumerics
+/// from SHA-256 of the proposal id and the attempt number.
+fn candidate_call_id(proposal: &EventId, attempt: u64) -> String {
+    let digest = sha256(format!("thestream/tool-call-id/1:{proposal}:{attempt}").as_bytes());
+    let mut n = digest
+        .as_str()
+        .bytes()
+        .take(16)
+        .fold(0u64, |acc, b| (acc << 4) | u64::from(hex_value(b)));
+    let mut id = [b'0'; CALL_ID_LEN];
+    for slot in id.iter_mut().rev() {
+        *slot = BASE62[(n % 62) as usize];
+        n /= 62;
+    }
+    id.iter().map(|&b| char::from(b)).collect()
 }
 
-/// The history call for one stored proposal event.
-pub fn call_of(event: &StoredEvent) -> Result<HistoryCall, ContextError> {
+fn hex_value(b: u8) -> u8 {
+    match b {
+        b'0'..=b'9' => b - b'0',
+        b'a'..=b'f' => b - b'a' + 10,
+        _ => 0,
+    }
+}
+
+/// Gives the replayed tool calls of one snapshot their ids: exactly 9 ASCII
+/// alphanumerics (Mistral models, also under vLLM, accept only that; OpenAI
+/// has refused ids over 40 characters), derived from the proposal event id
+/// and unique within the snapshot, hence within the request. A collision
+/// takes the proposal's next candidate, so the same transcript always gets
+/// the same ids.
+#[derive(Debug, Default)]
+pub struct CallIds {
+    used: HashSet<String>,
+}
+
+impl CallIds {
+    /// The id of the next call, for `proposal`.
+    pub fn assign(&mut self, proposal: &EventId) -> String {
+        let mut attempt = 0;
+        loop {
+            let id = candidate_call_id(proposal, attempt);
+            if self.used.insert(id.clone()) {
+                return id;
+            }
+            attempt += 1;
+        }
+    }
+}
+
+/// The history call for one stored proposal event, its id from `ids`.
+pub fn call_of(event: &StoredEvent, ids: &mut CallIds) -> Result<HistoryCall, ContextError> {
     let invalid = || ContextError::EventInvalid {
         id: event.id().clone(),
     };
@@ -52,7 +105,7 @@ pub fn call_of(event: &StoredEvent) -> Result<HistoryCall, ContextError> {
         return Err(invalid());
     };
     Ok(HistoryCall {
-        id: synthetic_call_id(event.id()),
+        id: ids.assign(event.id()),
         proposal_event_id: event.id().clone(),
         kind,
         arguments,
@@ -67,4 +120,35 @@ pub fn is_proposal_type(event_type: &str) -> bool {
         FocusDeclarationProposed::TYPE,
     ]
     .contains(&event_type)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proposal(c: char) -> EventId {
+        EventId::parse(&c.to_string().repeat(64)).unwrap()
+    }
+
+    #[test]
+    fn call_ids_are_nine_alphanumerics_and_deterministic() {
+        let mut a = CallIds::default();
+        let mut b = CallIds::default();
+        for c in ['a', 'b', 'c'] {
+            let id = a.assign(&proposal(c));
+            assert_eq!(id.len(), CALL_ID_LEN);
+            assert!(id.bytes().all(|b| b.is_ascii_alphanumeric()), "{id}");
+            assert_eq!(id, b.assign(&proposal(c)));
+        }
+    }
+
+    #[test]
+    fn a_colliding_call_id_takes_the_next_candidate_deterministically() {
+        let mut ids = CallIds::default();
+        let first = ids.assign(&proposal('a'));
+        let second = ids.assign(&proposal('a'));
+        assert_ne!(first, second);
+        assert_eq!(second, candidate_call_id(&proposal('a'), 1));
+        assert_eq!(second.len(), CALL_ID_LEN);
+    }
 }

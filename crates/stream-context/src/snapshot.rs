@@ -58,7 +58,9 @@ pub struct UserTurn {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HistoryCall {
-    /// Synthetic id derived from the proposal event id.
+    /// Synthetic id: 9 alphanumerics derived from the proposal event id,
+    /// unique within the snapshot (snapshots stored before this rule hold
+    /// longer ids, still within `^[A-Za-z0-9_-]{1,64}$`).
     pub id: String,
     /// The proposal event.
     pub proposal_event_id: EventId,

@@ -249,9 +249,12 @@ fn the_next_request_carries_reconstructed_history() {
     );
     let call = &messages[2]["tool_calls"][0];
     assert_eq!(call["function"]["name"], "request_memory_change");
+    // A stable synthetic id, never the provider's `call_mem…`: exactly 9
+    // alphanumerics, which every provider (Mistral included) accepts.
+    let id = call["id"].as_str().unwrap();
     assert!(
-        call["id"].as_str().unwrap().starts_with("proposal_"),
-        "a stable synthetic id, never call_mem"
+        id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()),
+        "{id}"
     );
     let args: Value =
         serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();

@@ -42,10 +42,7 @@ fn receipt_with_proposals_rebuilds_tool_history() {
         panic!("{:?}", messages[1])
     };
     assert_eq!(tool_calls[0].name, "request_memory_change");
-    assert_eq!(
-        tool_calls[0].id,
-        format!("proposal_{}", &proposal_id.as_str()[..48])
-    );
+    assert_eq!(tool_calls[0].id, reply.calls[0].id);
     assert_eq!(
         tool_calls[0].arguments,
         json!({"operation": "append", "proposed_text": "canary-history likes tea", "reason": "asked",
@@ -92,4 +89,47 @@ fn receipt_without_proposals_gets_no_tool_history_whatever_the_text_claims() {
     assert!(
         matches!(&messages[1], HistoryMessage::Assistant { tool_calls, .. } if tool_calls.is_empty())
     );
+}
+
+/// Replayed ids were `proposal_` + 48 hex digits (57 characters): OpenAI has
+/// refused ids over 40 and Mistral models accept exactly 9 alphanumerics.
+#[test]
+fn replayed_tool_call_ids_are_nine_alphanumerics_unique_in_the_request() {
+    let mut fx = Fixture::new();
+    let mut expected = Vec::new();
+    for text in ["tea", "coffee", "cocoa"] {
+        let m = fx.message(&format!("remember I like {text}"));
+        let proposal = fx.memory_proposal(&m, &format!("canary-history likes {text}"));
+        expected.push(proposal.id.clone());
+        fx.reply_as(
+            CONVERSATION,
+            &m,
+            "I saved that as a memory suggestion.",
+            true,
+            vec![proposal],
+        );
+    }
+    let now = fx.message("what do I like?");
+    let run = derive_run_id(CONVERSATION, 18, now.id()).unwrap();
+    let s = build(&fx.store, &spec(&all_kinds()), &run, &now).unwrap();
+    let ids: Vec<String> = history(&s)
+        .iter()
+        .filter_map(|m| match m {
+            HistoryMessage::Assistant { tool_calls, .. } => {
+                Some(tool_calls.iter().map(|c| c.id.clone()).collect::<Vec<_>>())
+            }
+            HistoryMessage::User { .. } | HistoryMessage::ToolResult { .. } => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(ids.len(), expected.len());
+    for id in &ids {
+        assert_eq!(id.len(), 9, "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_alphanumeric()), "{id}");
+    }
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len());
+    // The same store builds the same ids.
+    let again = build(&fx.store, &spec(&all_kinds()), &run, &now).unwrap();
+    assert_eq!(history(&again), history(&s));
 }
