@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use stream_engine::ProviderCompat;
 
 /// Where the config was looked for and why it failed. Exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +92,10 @@ pub struct ProviderConfig {
     /// Name of the environment variable holding the API key.
     #[serde(default = "default_api_key_env")]
     pub api_key_env: String,
+    /// The OpenAI-compatible server the request is shaped for: `openai`
+    /// (default), `ollama`, `llama-cpp` or `vllm` (`docs/providers.md`).
+    #[serde(default)]
+    pub compat: ProviderCompat,
 }
 
 /// `[agent]`.
@@ -212,6 +217,7 @@ impl Default for ProviderConfig {
             base_url: default_provider_url(),
             model: default_model(),
             api_key_env: default_api_key_env(),
+            compat: ProviderCompat::Openai,
         }
     }
 }
@@ -246,6 +252,7 @@ api = "openai-chat"                      # or "anthropic-messages"
 base_url = "https://api.openai.com/v1"
 model = "gpt-4.1-mini"
 api_key_env = "OPENAI_API_KEY"
+compat = "openai"                        # or "ollama", "llama-cpp", "vllm": see docs/providers.md
 
 [agent]
 declaration = "declarations/telegram-conversation.v18.yaml"
@@ -336,5 +343,19 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("mode"), "{err}");
+    }
+
+    #[test]
+    fn provider_compat_defaults_to_openai_and_names_the_key_when_unknown() {
+        let config = Config::parse("", Path::new("t.toml")).unwrap();
+        assert_eq!(config.provider.compat, ProviderCompat::Openai);
+        for compat in ProviderCompat::ALL {
+            let text = format!("[provider]\ncompat = \"{}\"\n", compat.as_str());
+            let config = Config::parse(&text, Path::new("t.toml")).unwrap();
+            assert_eq!(config.provider.compat, compat);
+        }
+        let err =
+            Config::parse("[provider]\ncompat = \"lm-studio\"\n", Path::new("t.toml")).unwrap_err();
+        assert!(err.to_string().contains("compat"), "{err}");
     }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use stream_core::payload::ProviderApi;
 use stream_engine::serve::connect;
-use stream_engine::{EngineSettings, IngressSettings, ProviderSettings};
+use stream_engine::{EngineSettings, IngressSettings, ProviderCompat, ProviderSettings};
 use stream_store::{SqliteStore, Store};
 use stream_telegram::{DeliveryOptions, PollMode, PollingOptions, deliver_pending, run_polling};
 use stream_testkit::provider::{Reply, ScriptedCompletion, ScriptedProvider};
@@ -78,6 +78,7 @@ fn main() {
             base_url: provider.base_url(ProviderApi::OpenaiChat),
             model: "bench-model".into(),
             api_key_env: "BENCH_API_KEY".into(),
+            compat: ProviderCompat::Openai,
         },
         declaration: repo.join("telegram-conversation.v18.yaml"),
         replies_declaration: repo.join("telegram-replies.v1.yaml"),

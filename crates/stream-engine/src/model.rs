@@ -245,6 +245,7 @@ impl Engine {
                 api: self.settings.provider.api,
                 model: self.settings.provider.model.clone(),
                 max_output_tokens: max_tokens,
+                compat: self.settings.provider.compat,
             };
             let started = Instant::now();
             let attempted = match stream_context::packet::build(

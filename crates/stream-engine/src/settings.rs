@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use stream_core::payload::ProviderApi;
+use stream_protocol::ProviderCompat;
 
 /// The provider the broker talks to.
 #[derive(Debug, Clone)]
@@ -17,6 +18,8 @@ pub struct ProviderSettings {
     pub model: String,
     /// The NAME of the environment variable holding the API key.
     pub api_key_env: String,
+    /// The OpenAI-compatible server the request is shaped for.
+    pub compat: ProviderCompat,
 }
 
 /// How updates arrive.

@@ -63,6 +63,48 @@ pub struct ProviderSpec {
     pub model: String,
     /// Upper bound on output tokens.
     pub max_output_tokens: u32,
+    /// What the request carries for the server behind an `openai-chat` base
+    /// URL. Omitted on the wire when `openai`, so a default packet is the
+    /// same bytes as before the field existed; a worker that does not know
+    /// another mode refuses the packet (unknown field) rather than guess.
+    #[serde(default, skip_serializing_if = "ProviderCompat::is_openai")]
+    pub compat: ProviderCompat,
+}
+
+/// The OpenAI-compatible server an `openai-chat` request is shaped for
+/// (`[provider] compat`). Anthropic requests ignore it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderCompat {
+    /// OpenAI itself and servers that follow its current spec.
+    #[default]
+    Openai,
+    /// Ollama's `/v1` compatibility layer.
+    Ollama,
+    /// llama.cpp's `llama-server`.
+    LlamaCpp,
+    /// vLLM's OpenAI-compatible server.
+    Vllm,
+}
+
+impl ProviderCompat {
+    /// Every mode, in documentation order.
+    pub const ALL: [Self; 4] = [Self::Openai, Self::Ollama, Self::LlamaCpp, Self::Vllm];
+
+    /// The config and wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::Ollama => "ollama",
+            Self::LlamaCpp => "llama-cpp",
+            Self::Vllm => "vllm",
+        }
+    }
+
+    /// Whether this is the default mode.
+    pub fn is_openai(&self) -> bool {
+        matches!(self, Self::Openai)
+    }
 }
 
 /// How the model must answer.

@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod anthropic;
+mod compat;
 mod history;
 pub mod openai;
 mod parsed;

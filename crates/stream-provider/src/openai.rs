@@ -4,10 +4,11 @@
 //! right after the assistant message carrying `tool_calls` (arguments as a
 //! canonical JSON string), the current user turn (images as `data:` URLs),
 //! `tools` of type `function` whose `parameters` are the packet's schemas,
-//! `tool_choice: "auto"`, and `max_completion_tokens`. Provider-side `strict`
+//! `tool_choice: "auto"`, and the token limit. Provider-side `strict`
 //! mode is not used: it rejects the length and count bounds our schemas carry,
 //! and validation is ours. In strict-JSON mode no tool is offered and
-//! `response_format` asks for a JSON object.
+//! `response_format` asks for a JSON object. The packet's compat mode decides
+//! the token-limit field and what else differs per server (module `compat`).
 //!
 //! Response: `choices[0].message` — `content` (a string, or an array of text
 //! parts on some compatible servers), `refusal` (kept as visible text),
@@ -20,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use stream_protocol::{HistoryMessage, Image, OutputMode, Packet};
 
+use crate::compat;
 use crate::history::{self, BuildError, nonempty};
 use crate::parsed::{
     FinishReason, ParseError, ParsedCompletion, ParsedToolCall, ProviderErrorCode, ToolArguments,
@@ -93,10 +95,11 @@ pub fn build_request(packet: &Packet) -> Result<Value, BuildError> {
     }
     messages.push(message(packet.history.len(), &packet.user)?);
 
+    let compat = packet.provider.compat;
     let mut body = Map::new();
     body.insert("model".into(), json!(packet.provider.model));
     body.insert(
-        "max_completion_tokens".into(),
+        compat::token_limit_field(compat).into(),
         json!(packet.provider.max_output_tokens),
     );
     body.insert("messages".into(), Value::Array(messages));
@@ -110,13 +113,16 @@ pub fn build_request(packet: &Packet) -> Result<Value, BuildError> {
                     "function": {
                         "name": t.name,
                         "description": t.description,
-                        "parameters": t.input_schema,
+                        "parameters": compat::schema_sent(compat, &t.input_schema),
                     },
                 })
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
         body.insert("tool_choice".into(), json!("auto"));
+        if compat::asks_parallel_tool_calls(compat) {
+            body.insert("parallel_tool_calls".into(), json!(true));
+        }
     }
     match packet.output_mode {
         OutputMode::Text => {}

@@ -6,7 +6,7 @@
 //!
 //! Modes: `garbage-hello`, `unsandboxed`, `garbage-request`,
 //! `result-before-request`, `mismatch-model`, `mismatch-tool-choice`,
-//! `flood` (one endless line), `hang` (waits for input that never comes),
+//! `choose-compat` (the request shaped for another server), `flood` (one endless line), `hang` (waits for input that never comes),
 //! `second-request` (after the response), `double-request` (two requests
 //! back to back), `extra-after-result`.
 
@@ -105,6 +105,20 @@ fn main() -> ExitCode {
                 &mut out,
                 &WorkerFrame::BrokerRequest(BrokerRequest { body }),
             );
+        }
+        "choose-compat" => {
+            // Shapes the request for a server the packet did not name.
+            let mut chosen = packet.clone();
+            chosen.provider.compat = match packet.provider.compat {
+                stream_protocol::ProviderCompat::Openai => stream_protocol::ProviderCompat::Ollama,
+                stream_protocol::ProviderCompat::Ollama
+                | stream_protocol::ProviderCompat::LlamaCpp
+                | stream_protocol::ProviderCompat::Vllm => stream_protocol::ProviderCompat::Openai,
+            };
+            let Some(frame) = request(&chosen) else {
+                return ExitCode::FAILURE;
+            };
+            send(&mut out, &frame);
         }
         "flood" => {
             let chunk = [b'x'; 64 * 1024];

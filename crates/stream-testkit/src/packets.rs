@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use stream_core::payload::ProviderApi;
 use stream_core::{EventId, RunId};
 use stream_protocol::{
-    Capability, HistoryMessage, HistoryToolCall, Image, OutputMode, Packet, Protocol, ProviderSpec,
-    ToolDef,
+    Capability, HistoryMessage, HistoryToolCall, Image, OutputMode, Packet, Protocol,
+    ProviderCompat, ProviderSpec, ToolDef,
 };
 
 /// A deterministic event id made of one repeated hex digit pair.
@@ -204,6 +204,7 @@ pub fn packet(api: ProviderApi) -> Packet {
             api,
             model: model.into(),
             max_output_tokens: 1024,
+            compat: ProviderCompat::Openai,
         },
         system: "You are The Stream, a personal assistant. Cite evidence ids beside turns.".into(),
         history: vec![
@@ -214,13 +215,13 @@ pub fn packet(api: ProviderApi) -> Packet {
             HistoryMessage::Assistant {
                 text: None,
                 tool_calls: vec![HistoryToolCall {
-                    id: "proposal_0123456789ab".into(),
+                    id: "Tq3xK9bZ2".into(),
                     name: "request_memory_change".into(),
                     arguments: memory_args("Takes the 7:40 train."),
                 }],
             },
             HistoryMessage::ToolResult {
-                call_id: "proposal_0123456789ab".into(),
+                call_id: "Tq3xK9bZ2".into(),
                 content: "Proposal captured as a durable inert proposal; approval and application are pending.".into(),
             },
             HistoryMessage::Assistant {

@@ -62,6 +62,7 @@ fn setup() -> &'static Setup {
             "result-before-request",
             "mismatch-model",
             "mismatch-tool-choice",
+            "choose-compat",
             "flood",
             "hang",
             "second-request",

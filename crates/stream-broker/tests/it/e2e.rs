@@ -410,3 +410,44 @@ fn the_shipped_tool_schemas_work_inside_the_sandbox() {
         );
     }
 }
+
+/// Every compat mode reaches the provider as the parent rebuilt it (`one`
+/// compares), and the worker still validates against the full schema: a
+/// replacement over `maxLength` is refused even where llama.cpp's request
+/// left the bound out.
+#[test]
+fn each_compat_mode_is_sent_as_rebuilt_and_validated_in_full() {
+    use stream_protocol::ProviderCompat;
+    let api = ProviderApi::OpenaiChat;
+    for compat in ProviderCompat::ALL {
+        let mut p = packet(api);
+        p.provider.compat = compat;
+        let c = completed(one(
+            api,
+            &p,
+            Reply::completion(ScriptedCompletion::calls(vec![mem()])),
+        ));
+        assert_eq!(c.calls.len(), 1, "{compat:?}");
+        let mut too_long = correction_args("x");
+        too_long["replacement"] = json!("y".repeat(4097));
+        let report = one(
+            api,
+            &p,
+            Reply::completion(ScriptedCompletion::calls(vec![ScriptedCall::json(
+                "c1",
+                "submit_correction",
+                too_long,
+            )])),
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                report.result,
+                WorkerResult::Rejected {
+                    reason: R::MalformedCall
+                }
+            ),
+            "{compat:?}"
+        );
+    }
+}

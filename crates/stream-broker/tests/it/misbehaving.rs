@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use stream_broker::AttemptError;
 use stream_core::payload::{ProviderApi, RunFailureReason as R};
+use stream_protocol::ProviderCompat;
 use stream_testkit::packets::packet;
 use stream_testkit::provider::{Reply, ScriptedCompletion, ScriptedProvider};
 
@@ -40,6 +41,25 @@ fn protocol_violations_fail_the_attempt() {
         let (err, seen) = run(mode, |_| {});
         assert_eq!(err.reason(), reason, "{mode}: {err}");
         assert_eq!(seen, requests, "{mode}: provider requests");
+    }
+}
+
+/// The compat mode is the parent's: a worker that shapes the request for
+/// another server (here, the token-limit field) is refused before anything
+/// reaches the provider.
+#[test]
+fn a_worker_cannot_choose_the_compat_mode() {
+    let api = ProviderApi::OpenaiChat;
+    for compat in [ProviderCompat::Openai, ProviderCompat::LlamaCpp] {
+        let provider =
+            ScriptedProvider::start(vec![Reply::completion(ScriptedCompletion::text("Hi."))])
+                .unwrap();
+        let mut p = packet(api);
+        p.provider.compat = compat;
+        let err = attempt(config(misbehaving("choose-compat"), &provider, api), &p)
+            .expect_err("choose-compat");
+        assert_eq!(err.reason(), R::RequestMismatch, "{compat:?}: {err}");
+        assert!(provider.requests().is_empty(), "{compat:?}");
     }
 }
 

@@ -8,7 +8,9 @@ use anyhow::anyhow;
 use stream_core::payload::ProviderApi;
 use stream_engine::active::ActiveError;
 use stream_engine::serve::{ServeError, connect, drain, run as run_forever};
-use stream_engine::{EngineError, EngineSettings, IngressSettings, ProviderSettings};
+use stream_engine::{
+    EngineError, EngineSettings, IngressSettings, ProviderCompat, ProviderSettings,
+};
 use stream_store::Store;
 
 use crate::Ctx;
@@ -41,6 +43,13 @@ pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
             )));
         }
     };
+    let compat = config.provider.compat;
+    if api == ProviderApi::AnthropicMessages && compat != ProviderCompat::Openai {
+        return Err(Failure::usage(anyhow!(
+            "provider.compat: {:?} applies to api = \"openai-chat\" only",
+            compat.as_str()
+        )));
+    }
     let ingress = match config.telegram.mode {
         TelegramMode::Polling => IngressSettings::Polling,
         TelegramMode::Webhook => IngressSettings::Webhook {
@@ -79,6 +88,7 @@ pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
             base_url: config.provider.base_url.clone(),
             model: config.provider.model.clone(),
             api_key_env: config.provider.api_key_env.clone(),
+            compat,
         },
         declaration: config.agent.declaration.clone(),
         replies_declaration: replies,

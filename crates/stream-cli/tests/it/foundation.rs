@@ -87,6 +87,7 @@ fn config_errors_exit_2_and_name_the_key() {
         ("[telegram]\nowner_user_id = \"me\"\n", "owner_user_id"),
         ("data_dir = 5\n", "data_dir"),
         ("[provider]\nmodle = \"x\"\n", "modle"),
+        ("[provider]\ncompat = \"lm-studio\"\n", "compat"),
     ];
     for (text, key) in cases {
         std::fs::write(home.config(), text).unwrap();
@@ -94,6 +95,15 @@ fn config_errors_exit_2_and_name_the_key() {
         assert_eq!(run.code, 2, "{text}: {}", run.stderr);
         assert!(run.stderr.contains(key), "{text}: {}", run.stderr);
     }
+    // A compat mode other than openai shapes only `openai-chat` requests.
+    std::fs::write(
+        home.config(),
+        "[provider]\napi = \"anthropic-messages\"\ncompat = \"ollama\"\n",
+    )
+    .unwrap();
+    let run = home.run(&["serve", "--drain"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("provider.compat"), "{}", run.stderr);
     std::fs::remove_file(home.config()).unwrap();
     let run = home.run(&["events"]);
     assert_eq!(run.code, 2);

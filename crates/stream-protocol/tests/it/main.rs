@@ -24,6 +24,7 @@ fn packet() -> Packet {
             api: ProviderApi::OpenaiChat,
             model: "gpt-4.1-mini".into(),
             max_output_tokens: 1024,
+            compat: ProviderCompat::Openai,
         },
         system: "You are a helpful assistant.".into(),
         history: vec![
@@ -108,6 +109,27 @@ fn frames_round_trip() {
     write_frame(&mut buf, &frame, MAX_FRAME_BYTES).unwrap();
     let back: ParentFrame = read_frame(&mut Cursor::new(buf), MAX_FRAME_BYTES).unwrap();
     assert_eq!(back, frame);
+}
+
+/// `compat` is left out for `openai` (a default packet keeps its bytes) and
+/// carried, round-tripping, for every other mode; an unknown mode is refused.
+#[test]
+fn provider_compat_is_carried_unless_default() {
+    let default = serde_json::to_value(packet()).unwrap();
+    assert!(default["provider"].get("compat").is_none());
+    for compat in ProviderCompat::ALL {
+        let mut p = packet();
+        p.provider.compat = compat;
+        let frame = ParentFrame::Packet(Box::new(p));
+        let bytes = serde_json::to_vec(&frame).unwrap();
+        let wire: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let expected = (!compat.is_openai()).then(|| json!(compat.as_str()));
+        assert_eq!(wire["provider"].get("compat").cloned(), expected);
+        assert_eq!(parse_frame::<ParentFrame>(&bytes).unwrap(), frame);
+    }
+    let mut bad = serde_json::to_value(ParentFrame::Packet(Box::new(packet()))).unwrap();
+    bad["provider"]["compat"] = json!("lm-studio");
+    assert!(parse_frame::<ParentFrame>(&serde_json::to_vec(&bad).unwrap()).is_err());
 }
 
 #[test]

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod compat;
+
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use stream_core::payload::ProviderApi;
