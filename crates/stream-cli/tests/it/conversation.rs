@@ -608,3 +608,35 @@ fn sigkill_of_serve_mid_run_then_a_rerun_converges() {
         assert_eq!(s.events().unwrap().len(), before);
     }
 }
+
+/// `[provider] compat` reaches the provider through the real binaries: a
+/// `llama-cpp` config sends `max_tokens`, asks for parallel calls and leaves
+/// the upper bounds out of the schemas sent.
+#[test]
+fn the_configured_compat_mode_shapes_the_request_the_provider_receives() {
+    let s = stack(ProviderApi::OpenaiChat);
+    let config = s.path().join("thestream.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("compat = \"openai\""), "{text}");
+    std::fs::write(
+        &config,
+        text.replace("compat = \"openai\"", "compat = \"llama-cpp\""),
+    )
+    .unwrap();
+    s.script(Reply::completion(ScriptedCompletion::text("Hello.")));
+    s.say("hi");
+    drain(&s);
+    let requests = s.provider.requests();
+    assert_eq!(requests.len(), 1);
+    let body = requests[0].json();
+    assert!(body.get("max_completion_tokens").is_none(), "{body:#}");
+    assert!(body["max_tokens"].is_u64(), "{body:#}");
+    assert_eq!(body["parallel_tool_calls"], true);
+    let tools = body["tools"].to_string();
+    assert!(tools.contains("minLength"), "{tools}");
+    assert!(
+        !tools.contains("maxLength") && !tools.contains("maxItems"),
+        "{tools}"
+    );
+    assert_eq!(s.sent_texts(), ["Hello."]);
+}
