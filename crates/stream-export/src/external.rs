@@ -37,10 +37,15 @@ texts, the trigger; last assistant turn: the judged replacement";
 /// Replacement texts of externally eligible judgments, by judged output.
 pub(crate) type EligibleReplacements = BTreeMap<EventId, BTreeSet<String>>;
 
-/// Why a transcript could not be rendered for external use: an earlier
-/// reply's output event is missing or invalid.
+/// Why a transcript could not be rendered for external use.
 #[derive(Debug)]
-pub(crate) struct TranscriptBroken;
+pub(crate) enum TranscriptError {
+    /// An earlier reply's output event is missing or invalid: the example
+    /// is excluded.
+    Broken,
+    /// The store failed: the export fails.
+    Store(stream_store::StoreError),
+}
 
 fn user_text(turn: &UserTurn) -> String {
     match (&turn.image, &turn.text) {
@@ -57,7 +62,7 @@ pub(crate) fn messages(
     snapshot: &Snapshot,
     replacement: &str,
     eligible: &EligibleReplacements,
-) -> Result<Vec<ChatMessage>, TranscriptBroken> {
+) -> Result<Vec<ChatMessage>, TranscriptError> {
     let mut out = vec![ChatMessage {
         role: "system",
         content: snapshot.prompt.text.trim_end().to_owned(),
@@ -77,10 +82,10 @@ pub(crate) fn messages(
                 } else {
                     let event = store
                         .event(&reply.output_event_id)
-                        .map_err(|_| TranscriptBroken)?
-                        .ok_or(TranscriptBroken)?;
+                        .map_err(TranscriptError::Store)?
+                        .ok_or(TranscriptError::Broken)?;
                     let output: MessageObservation =
-                        event.decode().map_err(|_| TranscriptBroken)?;
+                        event.decode().map_err(|_| TranscriptError::Broken)?;
                     output.text.as_str().to_owned()
                 };
                 out.push(ChatMessage {

@@ -17,7 +17,7 @@ use stream_protocol::HistoryMessage;
 use stream_store::{EventQuery, Read, RunStatus};
 
 use crate::example::{ChatMessage, Example, Provenance};
-use crate::external::{self, EligibleReplacements};
+use crate::external::{self, EligibleReplacements, TranscriptError};
 use crate::{ExportError, ExportKind};
 
 /// Why a judgment is not exported. Content-dark.
@@ -194,7 +194,10 @@ fn example_of(
     let messages = match kind {
         ExportKind::Private => messages(&snapshot, replacement),
         ExportKind::External => external::messages(store, &snapshot, replacement, eligible)
-            .map_err(|_| broken("transcript"))?,
+            .map_err(|e| match e {
+                TranscriptError::Broken => broken("transcript"),
+                TranscriptError::Store(e) => e.into(),
+            })?,
     };
     Ok(Example {
         messages,
