@@ -61,7 +61,8 @@ impl From<StoreError> for Failure {
             // operator must point at another file or another binary.
             StoreError::Corrupt { .. }
             | StoreError::ForeignDatabase { .. }
-            | StoreError::NewerSchema { .. } => Self::Usage(e.into()),
+            | StoreError::NewerSchema { .. }
+            | StoreError::NotPrivate { .. } => Self::Usage(e.into()),
             StoreError::Missing { .. } | StoreError::InvalidRow { .. } | StoreError::Backend(_) => {
                 Self::Runtime(e.into())
             }

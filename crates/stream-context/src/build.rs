@@ -168,7 +168,10 @@ fn correction_target(
     if !same {
         return Ok(None);
     }
-    // An output contract matching the completed run.
+    // An output contract matching the completed run: holds by construction
+    // (the completed run's receipt names this output, settled with the only
+    // contract there is); a new contract must decide here.
+    // Guarded by `the_output_contract_rule_holds_by_construction`.
     match out.output_contract {
         OutputContract::ConversationText1 => {}
     }

@@ -4,7 +4,9 @@
 //! canonical JSON and SHA-256 ([`canon`]), length-bounded text that counts
 //! Unicode scalar values ([`text`]), literal wire fields ([`literal`]), the
 //! event envelope ([`event::NewEvent`], [`event::StoredEvent`]) and a strict
-//! payload type for every event of the catalog ([`payload`]).
+//! payload type for every event of the catalog ([`payload`]), and the one
+//! strict parser of model-written JSON, which refuses a repeated key
+//! ([`json`]).
 //!
 //! Start with [`event::Payload`]: it ties each payload type to its catalog
 //! row (type, version, authorship, sensitivity, identity key).
@@ -16,6 +18,7 @@
 pub mod canon;
 pub mod event;
 pub mod ids;
+pub mod json;
 pub mod literal;
 pub mod payload;
 pub mod text;

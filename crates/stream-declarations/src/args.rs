@@ -11,10 +11,11 @@
 
 use std::fmt;
 
-use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 use stream_core::EventId;
+use stream_core::json::StrictJsonError;
 use stream_core::payload::{EvidenceIds, FocusDeclaration, MemoryOperation, ProposalKind};
 use stream_core::text::{MemoryText, ReasonText, ReplyText};
 
@@ -292,24 +293,13 @@ pub fn parse_arguments_text(kind: ProposalKind, text: &str) -> Result<ToolArgs, 
     if text.len() > MAX_ARGUMENTS_BYTES {
         return Err(refuse(ArgsProblem::Oversized));
     }
-    let mut de = serde_json::Deserializer::from_str(text);
-    let value = StrictValue
-        .deserialize(&mut de)
-        .map_err(|e| refuse(classify_json_error(&e)))?;
-    de.end().map_err(|_| refuse(ArgsProblem::NotJson))?;
+    let value = stream_core::json::parse_strict(text).map_err(|e| {
+        refuse(match e {
+            StrictJsonError::DuplicateKey => ArgsProblem::DuplicateKey,
+            StrictJsonError::NotJson => ArgsProblem::NotJson,
+        })
+    })?;
     parse_arguments(kind, &value)
-}
-
-fn classify_json_error(e: &serde_json::Error) -> ArgsProblem {
-    match e.classify() {
-        serde_json::error::Category::Data if e.to_string().starts_with(DUPLICATE_KEY) => {
-            ArgsProblem::DuplicateKey
-        }
-        serde_json::error::Category::Io
-        | serde_json::error::Category::Syntax
-        | serde_json::error::Category::Data
-        | serde_json::error::Category::Eof => ArgsProblem::NotJson,
-    }
 }
 
 /// Parses already-decoded arguments for `kind`.
@@ -469,80 +459,6 @@ fn normalize_integral_numbers(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(normalize_integral_numbers),
         Value::Object(map) => map.values_mut().for_each(normalize_integral_numbers),
         Value::Null | Value::Bool(_) | Value::String(_) => {}
-    }
-}
-
-const DUPLICATE_KEY: &str = "duplicate key in arguments";
-
-/// Builds a [`Value`] and refuses an object that repeats a key (a plain
-/// `Value` keeps the last one silently).
-struct StrictValue;
-
-impl<'de> DeserializeSeed<'de> for StrictValue {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(StrictVisitor)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
-        Number::from_f64(v)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("non-finite number"))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(StrictValue)? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(serde::de::Error::custom(DUPLICATE_KEY));
-            }
-            let value = map.next_value_seed(StrictValue)?;
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
     }
 }
 

@@ -173,6 +173,7 @@ pub fn write(
     let manifest = json!({
         "format": "thestream/training-export/1",
         "kind": kind.as_str(),
+        "exampleContents": kind.contents(),
         "examples": selection.examples.len(),
         "sha256": digest,
         "judgmentEventIds": selection.examples.iter().map(|e| &e.provenance.judgment_event_id).collect::<Vec<_>>(),

@@ -3,7 +3,10 @@
 //! Owns `private-training-export` (judgments with `qualityEligible: true`,
 //! whatever `externalExportEligible` says, each with its complete exact
 //! private-provenance chain revalidated) and `training-export` (both flags
-//! true). Read [`select`] then [`write`].
+//! true). Read [`select`] then [`write`]. An external example holds only
+//! externally eligible text: no memory, no private correction, no internal
+//! id annotation (see [`EXTERNAL_CONTENTS`]); a private one is
+//! exactly the snapshot the model saw.
 //!
 //! Agent proposals are excluded from every training projection: examples
 //! come only from human judgments, and their transcript carries text turns,
@@ -14,10 +17,12 @@
 
 mod dest;
 mod example;
+mod external;
 mod select;
 
 pub use dest::{DestinationError, WriteReport, check_destination, write};
 pub use example::{ChatMessage, Example, Provenance};
+pub use external::{EXTERNAL_CONTENTS, PRIVATE_CONTENTS};
 pub use select::{Exclusion, Selection, select};
 
 /// Which export.
@@ -30,6 +35,14 @@ pub enum ExportKind {
 }
 
 impl ExportKind {
+    /// What one example of this export holds, in words (in the manifest).
+    pub fn contents(self) -> &'static str {
+        match self {
+            Self::Private => PRIVATE_CONTENTS,
+            Self::External => EXTERNAL_CONTENTS,
+        }
+    }
+
     /// The stable name.
     pub fn as_str(self) -> &'static str {
         match self {

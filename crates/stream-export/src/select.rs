@@ -17,6 +17,7 @@ use stream_protocol::HistoryMessage;
 use stream_store::{EventQuery, Read, RunStatus};
 
 use crate::example::{ChatMessage, Example, Provenance};
+use crate::external::{self, EligibleReplacements, TranscriptError};
 use crate::{ExportError, ExportKind};
 
 /// Why a judgment is not exported. Content-dark.
@@ -121,11 +122,15 @@ fn feedback_matches(store: &dyn Read, j: &JudgmentRecorded, chat: i64) -> Result
 
 /// Revalidates one judgment's private-provenance chain — judgment, completed
 /// run, output, trigger, feedback, exact single-run delivery receipt,
-/// retry-stable snapshot — and builds its example.
+/// retry-stable snapshot — and builds its example: for the private export
+/// the snapshot as the model saw it, for the external one only externally
+/// eligible text ([`external`]).
 fn example_of(
     store: &dyn Read,
     event: &StoredEvent,
     j: &JudgmentRecorded,
+    kind: ExportKind,
+    eligible: &EligibleReplacements,
 ) -> Result<Example, Skip> {
     let output_event = get(store, &j.target_output_event_id, "output")?;
     let output: MessageObservation = decode(&output_event, "output")?;
@@ -185,8 +190,17 @@ fn example_of(
 
     require(feedback_matches(store, j, output.chat_id)?, "feedback")?;
 
+    let replacement = j.replacement.text.as_str();
+    let messages = match kind {
+        ExportKind::Private => messages(&snapshot, replacement),
+        ExportKind::External => external::messages(store, &snapshot, replacement, eligible)
+            .map_err(|e| match e {
+                TranscriptError::Broken => broken("transcript"),
+                TranscriptError::Store(e) => e.into(),
+            })?,
+    };
     Ok(Example {
-        messages: messages(&snapshot, j.replacement.text.as_str()),
+        messages,
         provenance: Provenance {
             judgment_event_id: Some(event.id().clone()),
             completed_run_id: Some(j.target_run_id.clone()),
@@ -267,8 +281,16 @@ pub fn select(
     }
     // The active judgment of an output is its latest.
     let mut latest: BTreeMap<EventId, EventId> = BTreeMap::new();
+    // What an earlier reply may read as in an external example.
+    let mut eligible = EligibleReplacements::new();
     for (event, j) in &judged {
         latest.insert(j.target_output_event_id.clone(), event.id().clone());
+        if j.external_export_eligible {
+            eligible
+                .entry(j.target_output_event_id.clone())
+                .or_default()
+                .insert(j.replacement.text.as_str().to_owned());
+        }
     }
     let total = judged.len() as u64;
     for (done, (event, j)) in judged.iter().enumerate() {
@@ -280,7 +302,7 @@ pub fn select(
         } else if kind == ExportKind::External && !j.external_export_eligible {
             Err(Skip::Excluded(Exclusion::NotExternallyEligible))
         } else {
-            example_of(store, event, j)
+            example_of(store, event, j, kind, &eligible)
         };
         match verdict {
             Ok(example) => selection.examples.push(example),

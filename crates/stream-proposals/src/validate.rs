@@ -150,6 +150,15 @@ pub fn validate_completion(
     if parsed.tool_calls.len() > MAX_CALLS {
         return Err(Reason::TooManyCalls);
     }
+    // Arguments that are not strict JSON (a repeated key included) are
+    // malformed whatever the worker claims to have captured.
+    if parsed
+        .tool_calls
+        .iter()
+        .any(|call| matches!(call.arguments, ToolArguments::NotJson))
+    {
+        return Err(Reason::MalformedCall);
+    }
     matches_response(&parsed, worker)?;
     let text = match parsed.texts.first() {
         Some(t) => Some(ReplyText::new(t.clone()).map_err(|_| Reason::InvalidOutput)?),

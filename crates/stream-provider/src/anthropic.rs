@@ -16,6 +16,7 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use stream_core::json::CheckedValue;
 use stream_protocol::{HistoryMessage, Packet};
 
 use crate::history::{self, BuildError, nonempty};
@@ -161,7 +162,7 @@ enum Block {
     ToolUse {
         id: String,
         name: String,
-        input: Value,
+        input: CheckedValue,
     },
     #[serde(other)]
     Unknown,
@@ -206,11 +207,16 @@ pub fn parse_response(body: &str) -> Result<ParsedCompletion, ParseError> {
             }
             Block::Thinking {} | Block::RedactedThinking {} => out.thinking = true,
             Block::ToolUse { id, name, input } => {
-                let raw_len = serde_json::to_string(&input).map_or(usize::MAX, |s| s.len());
+                let raw_len = serde_json::to_string(&input.value).map_or(usize::MAX, |s| s.len());
+                // The one strict parser's verdict: a repeated key is malformed.
+                let arguments = match input.into_strict() {
+                    Ok(value) => ToolArguments::Json(value),
+                    Err(_) => ToolArguments::NotJson,
+                };
                 out.tool_calls.push(ParsedToolCall {
                     id,
                     name,
-                    arguments: ToolArguments::Json(input),
+                    arguments,
                     raw_len,
                 });
             }
@@ -227,4 +233,32 @@ pub fn parse_error_body(body: &str) -> Option<ProviderErrorCode> {
         .get("type")
         .and_then(Value::as_str)
         .and_then(ProviderErrorCode::sanitize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool_use(input: &str) -> String {
+        format!(
+            r#"{{"type":"message","role":"assistant","stop_reason":"tool_use","content":[{{"type":"tool_use","id":"t1","name":"request_memory_change","input":{input}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn a_repeated_key_in_tool_input_is_not_json_and_the_rest_parses() {
+        for input in [r#"{"a":1,"a":2}"#, r#"{"a":{"b":1,"b":2}}"#] {
+            let parsed = parse_response(&tool_use(input)).unwrap();
+            assert!(
+                matches!(parsed.tool_calls[0].arguments, ToolArguments::NotJson),
+                "{input}"
+            );
+            assert_eq!(parsed.tool_calls[0].name, "request_memory_change");
+        }
+        let parsed = parse_response(&tool_use(r#"{"a":{"b":1}}"#)).unwrap();
+        assert_eq!(
+            parsed.tool_calls[0].arguments,
+            ToolArguments::Json(json!({"a": {"b": 1}}))
+        );
+    }
 }

@@ -19,6 +19,7 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use stream_core::json::CheckedValue;
 use stream_protocol::{HistoryMessage, Image, OutputMode, Packet};
 
 use crate::compat;
@@ -190,7 +191,7 @@ struct WireToolCall {
 struct WireFunction {
     name: String,
     #[serde(default)]
-    arguments: Value,
+    arguments: CheckedValue,
 }
 
 #[derive(Deserialize)]
@@ -235,19 +236,29 @@ fn finish(reason: &str) -> FinishReason {
     }
 }
 
-fn arguments(raw: Value) -> (ToolArguments, usize) {
-    match raw {
+/// The arguments through the one strict parser: a repeated key at any depth
+/// is malformed, like text that is not JSON.
+fn arguments(raw: CheckedValue) -> (ToolArguments, usize) {
+    let CheckedValue {
+        value,
+        duplicate_key,
+    } = raw;
+    match value {
         Value::String(s) => {
             let len = s.len();
-            match serde_json::from_str::<Value>(&s) {
+            match stream_core::json::parse_strict(&s) {
                 Ok(v) => (ToolArguments::Json(v), len),
                 Err(_) => (ToolArguments::NotJson, len),
             }
         }
         // Some compatible servers send the arguments as an object.
         Value::Object(_) => {
-            let len = serde_json::to_string(&raw).map_or(usize::MAX, |s| s.len());
-            (ToolArguments::Json(raw), len)
+            let len = serde_json::to_string(&value).map_or(usize::MAX, |s| s.len());
+            if duplicate_key {
+                (ToolArguments::NotJson, len)
+            } else {
+                (ToolArguments::Json(value), len)
+            }
         }
         Value::Null | Value::Bool(_) | Value::Number(_) | Value::Array(_) => {
             (ToolArguments::NotJson, 0)
@@ -357,10 +368,29 @@ mod tests {
 
     #[test]
     fn invalid_argument_strings_are_marked_not_json() {
-        let (args, len) = arguments(json!("{\"a\": "));
+        let (args, len) = arguments(checked("\"{\\\"a\\\": \""));
         assert!(matches!(args, ToolArguments::NotJson));
         assert_eq!(len, 6);
-        let (args, _) = arguments(json!("{\"a\": 1}"));
+        let (args, _) = arguments(checked("\"{\\\"a\\\": 1}\""));
+        assert!(matches!(args, ToolArguments::Json(_)));
+    }
+
+    fn checked(wire: &str) -> CheckedValue {
+        serde_json::from_str(wire).unwrap()
+    }
+
+    #[test]
+    fn repeated_keys_are_not_json_in_a_string_or_an_object() {
+        for wire in [
+            r#""{\"a\":1,\"a\":2}""#,
+            r#""{\"a\":{\"b\":1,\"b\":1}}""#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":{"b":1,"b":1}}"#,
+        ] {
+            let (args, _) = arguments(checked(wire));
+            assert!(matches!(args, ToolArguments::NotJson), "{wire}");
+        }
+        let (args, _) = arguments(checked(r#"{"a":{"b":1}}"#));
         assert!(matches!(args, ToolArguments::Json(_)));
     }
 }

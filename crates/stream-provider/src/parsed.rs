@@ -68,7 +68,9 @@ impl fmt::Debug for ParsedToolCall {
 pub enum ToolArguments {
     /// Parsed JSON (any JSON value; the schema decides whether it is an object).
     Json(serde_json::Value),
-    /// The provider's argument string was not valid JSON. Its text is not kept.
+    /// Not strict JSON: the provider's argument string was not one JSON
+    /// value, or an object in the arguments repeated a key
+    /// (`stream_core::json`). Its text is not kept.
     NotJson,
 }
 

@@ -19,6 +19,7 @@
 pub mod conformance;
 #[cfg(feature = "conformance")]
 pub mod faulty;
+mod private;
 mod rows;
 mod sqlite;
 
@@ -83,6 +84,13 @@ pub enum StoreError {
     InvalidRow {
         /// Which row.
         what: String,
+    },
+    /// A store file could not be made owner-only (0600), or is not a
+    /// regular file.
+    #[error("the store file {path} cannot be made owner-only (mode 0600)")]
+    NotPrivate {
+        /// The file.
+        path: String,
     },
     /// The backend failed.
     #[error("store backend error: {0}")]

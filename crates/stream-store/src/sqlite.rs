@@ -137,8 +137,10 @@ impl SqliteStore {
     /// Opens (creating if needed) the store at `path`, applying migrations.
     ///
     /// Refuses a corrupt file, a database of another application, and a
-    /// schema newer than this build, without writing anything.
+    /// schema newer than this build, without writing anything. The file
+    /// and its `-wal`/`-shm` are owner-only (0600), created so or tightened.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        crate::private::make_private(path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;

@@ -2,6 +2,8 @@
 //! materializer with the operator's configured root, source, size limit and
 //! locks folder. Prints ids and status only, never text or paths.
 
+use std::time::{Duration, Instant};
+
 use anyhow::anyhow;
 use stream_core::payload::MaterializationFailure;
 use stream_core::{EventId, SourceName};
@@ -74,14 +76,30 @@ pub enum MemoryStatus {
     Failed(Failure, Recorded),
 }
 
+/// How long projection waits while another live process holds the root
+/// lock (a materialization holds it for milliseconds): identical decisions
+/// racing each other then all converge on the one outcome. A lock still
+/// held after this is a conflict (exit 3); `proposal-project` finishes later.
+const LOCK_WAIT: Duration = Duration::from_secs(3);
+const LOCK_POLL: Duration = Duration::from_millis(25);
+
 /// Materializes decision `decision` and prints its outcome.
 pub fn project_memory(
     store: &dyn Store,
     config: &Config,
     decision: &EventId,
 ) -> Result<MemoryStatus, Failure> {
-    let outcome =
-        materialize(store, &materialize_config(config), decision).map_err(error_failure)?;
+    let started = Instant::now();
+    let outcome = loop {
+        match materialize(store, &materialize_config(config), decision) {
+            Err(MaterializeError::Lock(LockError::Held { .. }))
+                if started.elapsed() < LOCK_WAIT =>
+            {
+                std::thread::sleep(LOCK_POLL);
+            }
+            other => break other.map_err(error_failure)?,
+        }
+    };
     Ok(match outcome {
         MaterializeOutcome::Materialized {
             receipt,

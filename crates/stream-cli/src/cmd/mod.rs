@@ -19,10 +19,43 @@ use stream_store::SqliteStore;
 use crate::config::Config;
 use crate::exit::Failure;
 
-/// Opens the configured store, creating the owner-only data dir if needed.
+/// Opens the configured store in its private data dir (the store makes its
+/// own files owner-only).
 pub fn open_store(config: &Config) -> Result<SqliteStore, Failure> {
-    create_private_dir(&config.data_dir)?;
+    private_data_dir(&config.data_dir)?;
     Ok(SqliteStore::open(&config.store_path())?)
+}
+
+/// The data dir holds the store, blobs and locks, so it is private: created
+/// 0700, an existing one tightened to 0700. One owned by another user, or
+/// one that cannot be tightened, is refused (exit 2) naming it. Checked and
+/// changed through one open descriptor, never a second path lookup.
+pub fn private_data_dir(dir: &Path) -> Result<(), Failure> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    create_private_dir(dir)?;
+    let refuse =
+        |why: String| Failure::usage(anyhow::anyhow!("the data dir {} {why}", dir.display()));
+    let handle = std::fs::File::open(dir).map_err(|e| refuse(format!("cannot be opened: {e}")))?;
+    let meta = handle
+        .metadata()
+        .map_err(|e| refuse(format!("cannot be read: {e}")))?;
+    if !meta.is_dir() {
+        return Err(refuse("is not a directory".into()));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if meta.uid() != uid {
+        return Err(refuse(format!(
+            "is owned by uid {}, not by you (uid {uid})",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        handle
+            .set_permissions(std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| refuse(format!("cannot be made owner-only (0700): {e}")))?;
+    }
+    Ok(())
 }
 
 /// Creates `dir` (and parents) with mode 0700 if it does not exist.

@@ -50,16 +50,20 @@ impl Home {
     }
 }
 
-/// Runs `thestream` with `args` in `cwd`, with a clean environment.
-pub fn thestream(cwd: &Path, args: &[&str]) -> Run {
-    Command::new(env!("CARGO_BIN_EXE_thestream"))
+/// The `thestream` command with `args` in `cwd`, with a clean environment.
+pub fn command(cwd: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_thestream"));
+    command
         .args(args)
         .current_dir(cwd)
         .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .output()
-        .unwrap()
-        .into()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    command
+}
+
+/// Runs `thestream` with `args` in `cwd`, with a clean environment.
+pub fn thestream(cwd: &Path, args: &[&str]) -> Run {
+    command(cwd, args).output().unwrap().into()
 }
 
 /// A loopback stack running this build's `thestream` and `thestream-worker`.

@@ -439,11 +439,25 @@ fn a_transient_failure_is_retried_with_the_same_snapshot() {
 }
 
 /// "Malformed, unknown, duplicate, too-many, oversized, or capability-escaping
-/// calls produce no proposal event."
+/// calls produce no proposal event." Each row: what is wrong, the exact
+/// reason code recorded, the completion.
 #[test]
 fn rejected_completions_produce_no_proposal_and_a_final_reason() {
-    let rows: Vec<(&str, ScriptedCompletion)> = vec![
+    // Schema-valid arguments padded past the 256 KiB raw bound: only the
+    // size is wrong.
+    let oversized = format!(
+        r#"{{"operation":"append","proposed_text":"tea","reason":"r","evidence_event_ids":[]{}}}"#,
+        " ".repeat(300 * 1024)
+    );
+    let nested_duplicate = focus_declaration().to_string().replacen(
+        "\"identity\":{",
+        "\"identity\":{\"version\":1,",
+        1,
+    );
+    assert!(nested_duplicate.contains("\"version\":1,\"id\""));
+    let rows: Vec<(&str, &str, ScriptedCompletion)> = vec![
         (
+            "arguments not JSON",
             "malformed-call",
             ScriptedCompletion::calls(vec![ScriptedCall::raw(
                 "c1",
@@ -452,6 +466,30 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
             )]),
         ),
         (
+            "a text over its bound",
+            "malformed-call",
+            ScriptedCompletion::calls(vec![memory_call(&"x".repeat(40_000))]),
+        ),
+        (
+            "a repeated key at the top level",
+            "malformed-call",
+            ScriptedCompletion::calls(vec![ScriptedCall::raw(
+                "c1",
+                "request_memory_change",
+                r#"{"operation":"append","proposed_text":"A","proposed_text":"B","reason":"r","evidence_event_ids":[]}"#,
+            )]),
+        ),
+        (
+            "a repeated key nested",
+            "malformed-call",
+            ScriptedCompletion::calls(vec![ScriptedCall::raw(
+                "c1",
+                "propose_focus",
+                &nested_duplicate,
+            )]),
+        ),
+        (
+            "an unknown tool",
             "unknown-tool",
             ScriptedCompletion::calls(vec![ScriptedCall::json(
                 "c1",
@@ -460,6 +498,7 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
             )]),
         ),
         (
+            "two calls of one tool",
             "duplicate-call",
             ScriptedCompletion::calls(vec![
                 memory_call("a"),
@@ -471,6 +510,7 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
             ]),
         ),
         (
+            "four calls",
             "too-many-calls",
             ScriptedCompletion::calls(vec![
                 memory_call("a"),
@@ -480,15 +520,21 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
             ]),
         ),
         (
+            "arguments over 256 KiB",
             "oversized-call",
-            ScriptedCompletion::calls(vec![memory_call(&"x".repeat(40_000))]),
+            ScriptedCompletion::calls(vec![ScriptedCall::raw(
+                "c1",
+                "request_memory_change",
+                &oversized,
+            )]),
         ),
         (
+            "a target the snapshot did not admit",
             "capability-escape",
             ScriptedCompletion::calls(vec![correction_call(&"e".repeat(64), "b")]),
         ),
     ];
-    for (reason, completion) in rows {
+    for (row, reason, completion) in rows {
         let s = stack(ProviderApi::OpenaiChat);
         with_first_reply(&s, "Sydney.");
         s.say("Do something odd.");
@@ -497,21 +543,40 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
         assert_eq!(
             s.sent_texts(),
             ["Sydney."],
-            "{reason}: nothing is sent for a rejected completion"
+            "{row}: nothing is sent for a rejected completion"
         );
         let events = s.events().unwrap();
-        assert!(s.proposals().unwrap().is_empty(), "{reason}");
+        assert!(s.proposals().unwrap().is_empty(), "{row}");
         let failed = of_type(&events, "stream.thought.agent.run.failed");
-        assert_eq!(failed.len(), 1, "{reason}");
+        assert_eq!(failed.len(), 1, "{row}");
         let payload = &failed[0]["payload"];
-        assert!(payload["final"].as_bool().unwrap(), "{reason}");
+        assert_eq!(payload["reason"], reason, "{row}");
+        assert!(payload["final"].as_bool().unwrap(), "{row}");
         // Validation failures are final and advance progress: a later turn is served.
         s.say("Hello again.");
         s.script(Reply::completion(ScriptedCompletion::text("Hi.")));
         drain(&s);
-        assert_eq!(s.sent_texts(), ["Sydney.", "Hi."], "{reason}");
-        let _ = payload;
+        assert_eq!(s.sent_texts(), ["Sydney.", "Hi."], "{row}");
     }
+}
+
+/// The controls of the repeated-key rows: the same calls without the repeat
+/// are captured as proposals.
+#[test]
+fn the_repeated_key_rows_without_the_repeat_are_proposals() {
+    let s = stack(ProviderApi::OpenaiChat);
+    with_first_reply(&s, "Sydney.");
+    s.say("Remember this and plan a focus.");
+    s.script(Reply::completion(ScriptedCompletion::calls(vec![
+        ScriptedCall::raw(
+            "c1",
+            "request_memory_change",
+            r#"{"operation":"append","proposed_text":"B","reason":"r","evidence_event_ids":[]}"#,
+        ),
+        ScriptedCall::raw("c2", "propose_focus", &focus_declaration().to_string()),
+    ])));
+    drain(&s);
+    assert_eq!(s.proposals().unwrap().len(), 2);
 }
 
 #[test]

@@ -10,6 +10,8 @@ mod conversation;
 mod decisions;
 mod demo;
 mod documents;
+mod external_export;
 mod foundation;
 mod memory_decisions;
+mod private_store;
 mod telegram_menu;

@@ -284,6 +284,43 @@ fn a_different_second_decision_conflicts_and_an_identical_retry_converges() {
     assert_eq!(s.memory(), ACCEPTED);
 }
 
+/// "same-payload retries converge even when they race": identical decisions
+/// started together all exit 0 and leave one decision and one outcome.
+#[test]
+fn racing_identical_decisions_all_exit_0_with_one_event() {
+    let s = Scene::new();
+    for proposal in [&s.w.memory, &s.w.correction] {
+        let args = [
+            "proposal-decision",
+            "--proposal",
+            proposal.as_str(),
+            "--accept",
+            "--actor",
+            "alice",
+            "--submission-id",
+            "race-1",
+        ];
+        let children: Vec<_> = (0..3)
+            .map(|_| {
+                crate::common::command(s.home.path(), &args)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let run: Run = child.wait_with_output().unwrap().into();
+            assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        }
+    }
+    assert_eq!(s.count::<ProposalDecision>(), 2);
+    assert_eq!(s.count::<MemoryChangeMaterialized>(), 1);
+    assert_eq!(s.count::<MaterializationFailed>(), 0);
+    assert_eq!(s.count::<JudgmentRecorded>(), 1);
+    assert_eq!(s.memory(), ACCEPTED);
+}
+
 #[test]
 fn focus_proposals_cannot_be_decided() {
     let s = Scene::new();

@@ -271,3 +271,42 @@ fn an_unknown_trigger_is_refused() {
     let output = fx.store.event(&r.output).unwrap().unwrap();
     assert!(build(&fx.store, &spec(&all_kinds()), &run_for(&m), &output).is_err());
 }
+
+/// "an output contract matching the completed run": the rule holds by
+/// construction (ARCHITECTURE.md, `crates/stream-context`): the completed-run
+/// receipt names exactly one output, every settlement writes that output
+/// with `conversation-text@1`, and that is the only contract an output
+/// event can carry, so the target's contract is the run's. Guarded here:
+/// any other contract is refused at decode, and a target binds the contract
+/// of the output its completed run named.
+#[test]
+fn the_output_contract_rule_holds_by_construction() {
+    use stream_core::payload::{MessageObservation, OutputContract};
+    for other in [
+        "conversation-text@2",
+        "conversation-text",
+        "strict-json@1",
+        "none",
+        "",
+    ] {
+        assert!(
+            serde_json::from_value::<OutputContract>(serde_json::json!(other)).is_err(),
+            "{other}"
+        );
+    }
+    let mut fx = Fixture::new();
+    let m = fx.message("question");
+    let r = fx.reply(&m, "x");
+    let now = fx.message("now");
+    let s = snap(&fx, &now);
+    let target = s.correction_target(&r.output).unwrap();
+    let output: MessageObservation = fx
+        .store
+        .event(&r.output)
+        .unwrap()
+        .unwrap()
+        .decode()
+        .unwrap();
+    assert_eq!(output.output_contract, OutputContract::ConversationText1);
+    assert_eq!(target.output_contract, output.output_contract);
+}

@@ -78,6 +78,43 @@ fn external_export_excludes_self_corrections() {
     );
 }
 
+/// Issue 12: the external example of the owner's `/correct` holds no
+/// `memory.md` and no internal id annotation; the private example of the
+/// same judgment is the snapshot as the model saw it.
+#[test]
+fn external_examples_carry_no_memory_and_no_internal_ids() {
+    let (w, _, owner) = judged_world();
+    let of = |kind| {
+        select(&w.store, kind, &|_, _| {})
+            .unwrap()
+            .examples
+            .into_iter()
+            .find(|e| e.provenance.judgment_event_id.as_ref() == Some(&owner))
+            .unwrap()
+    };
+    let private = serde_json::to_string(&of(ExportKind::Private).messages).unwrap();
+    let external = of(ExportKind::External);
+    let text = serde_json::to_string(&external.messages).unwrap();
+    let memory = "# Memory";
+    assert!(private.contains(memory) && private.contains("⟨message "));
+    assert!(!text.contains(memory), "{text}");
+    assert!(
+        !text.contains("⟨message") && !text.contains("⟨reply"),
+        "{text}"
+    );
+    for id in [w.trigger.id(), &w.earlier_output, &w.earlier_receipt] {
+        assert!(!text.contains(id.as_str()), "{text}");
+    }
+    assert_eq!(
+        external.messages.last().unwrap().content,
+        "Saved. Anything else?"
+    );
+    assert_eq!(
+        external.messages.len(),
+        of(ExportKind::Private).messages.len()
+    );
+}
+
 #[test]
 fn proposals_never_enter_an_example() {
     let (w, _, _) = judged_world();

@@ -21,6 +21,21 @@ fn body(text: Option<&str>, calls: &[(&str, &str, Value)]) -> String {
     json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).to_string()
 }
 
+/// An OpenAI body with one call whose arguments string is `arguments` exactly.
+fn raw_body(name: &str, id: &str, arguments: &str) -> String {
+    json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}]}}]})
+    .to_string()
+}
+
+/// A focus declaration as arguments text, its `identity` object given as `identity`.
+fn focus_text(identity: &str) -> String {
+    format!(
+        r#"{{"identity":{identity},"lineage":{{"parent":null}},"scope":{{"chat":"origin"}},"objective":"Plan the garden.","subscriptions":[],"budgets":{{"maxRunsPerDay":5,"maxOutputTokensPerRun":800,"maxDays":60}},"requestedPermissions":{{"tools":[],"proposals":[],"externalActions":false}},"retirement":{{"rule":"manual"}}}}"#
+    )
+}
+
 /// A body whose visible text comes in two parts.
 fn two_parts() -> String {
     json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop",
@@ -236,6 +251,37 @@ fn the_parent_refuses_what_the_worker_or_provider_got_wrong() {
             ),
             R::MalformedCall,
         ),
+        // "Malformed ... calls produce no proposal event": a repeated key is
+        // malformed at every depth, even when an (old or lying) worker
+        // captured the last value as `serde_json` keeps it.
+        (
+            "duplicate key at the top level",
+            raw_body(
+                "request_memory_change",
+                "c1",
+                r#"{"operation":"append","proposed_text":"canary-first-7d2c","proposed_text":"tea","reason":"asked","evidence_event_ids":[]}"#,
+            ),
+            honest(None, &[memory(vec![])]),
+            R::MalformedCall,
+        ),
+        (
+            "duplicate key nested",
+            raw_body(
+                "propose_focus",
+                "c4",
+                &focus_text(r#"{"id":"canary-first","id":"spring-garden","version":1}"#),
+            ),
+            honest(
+                None,
+                &[(
+                    "propose_focus",
+                    "c4",
+                    serde_json::from_str(&focus_text(r#"{"id":"spring-garden","version":1}"#))
+                        .unwrap(),
+                )],
+            ),
+            R::MalformedCall,
+        ),
         (
             "worker rejected",
             body(None, &ok_calls),
@@ -253,6 +299,41 @@ fn the_parent_refuses_what_the_worker_or_provider_got_wrong() {
     ];
     for (name, body, worker, expected) in rows {
         assert_eq!(check(&w, &body, &worker), Err(expected), "{name}");
+    }
+}
+
+/// The controls of the duplicate-key rows: the same calls without the
+/// repeated key validate, so the repeat is the only fault.
+#[test]
+fn duplicate_key_rows_differ_from_a_valid_call_only_by_the_repeat() {
+    let w = World::new();
+    let memory_text =
+        r#"{"operation":"append","proposed_text":"tea","reason":"asked","evidence_event_ids":[]}"#;
+    let focus = focus_text(r#"{"id":"spring-garden","version":1}"#);
+    for (name, id, text, kind) in [
+        (
+            "request_memory_change",
+            "c1",
+            memory_text,
+            ProposalKind::MemoryChange,
+        ),
+        (
+            "propose_focus",
+            "c4",
+            focus.as_str(),
+            ProposalKind::FocusDeclaration,
+        ),
+    ] {
+        let args: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            check(
+                &w,
+                &raw_body(name, id, text),
+                &honest(None, &[(name, id, args)])
+            ),
+            Ok(vec![kind]),
+            "{name}"
+        );
     }
 }
 

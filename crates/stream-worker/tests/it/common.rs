@@ -25,17 +25,16 @@ pub fn call(id: &str, name: &str, args: Value) -> ParsedToolCall {
     }
 }
 
-/// A call whose raw argument string is `raw`.
+/// A call whose raw argument string is `raw`, parsed as the worker parses
+/// it: through `stream_provider::parse_response` and so the one strict JSON
+/// parser (`stream_core::json`).
 pub fn raw_call(id: &str, name: &str, raw: &str) -> ParsedToolCall {
-    ParsedToolCall {
-        id: id.into(),
-        name: name.into(),
-        arguments: match serde_json::from_str(raw) {
-            Ok(v) => ToolArguments::Json(v),
-            Err(_) => ToolArguments::NotJson,
-        },
-        raw_len: raw.len(),
-    }
+    let body = serde_json::json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": raw}}]}}]})
+    .to_string();
+    let mut parsed = stream_provider::parse_response(ProviderApi::OpenaiChat, &body).unwrap();
+    parsed.tool_calls.remove(0)
 }
 
 /// A completion of `texts` and `calls`.

@@ -131,6 +131,55 @@ fn rows() -> Vec<Row> {
             ),
             expected: Err(R::MalformedCall),
         },
+        // Issue 12: a repeated key is malformed at every depth (plain
+        // `serde_json` keeps the last value silently).
+        Row {
+            name: "duplicate key at the top level",
+            edit: keep,
+            completion: completion(
+                &[],
+                vec![raw_call(
+                    "call_m",
+                    "request_memory_change",
+                    r#"{"operation":"append","proposed_text":"A","proposed_text":"B","reason":"r","evidence_event_ids":[]}"#,
+                )],
+            ),
+            expected: Err(R::MalformedCall),
+        },
+        Row {
+            name: "duplicate key nested",
+            edit: keep,
+            completion: completion(
+                &[],
+                vec![raw_call("call_f", "propose_focus", &{
+                    let text = focus_args("Review my week every Monday.").to_string();
+                    let nested = text.replacen("\"identity\":{", "\"identity\":{\"version\":1,", 1);
+                    assert_ne!(nested, text, "the focus arguments have an identity object");
+                    nested
+                })],
+            ),
+            expected: Err(R::MalformedCall),
+        },
+        Row {
+            name: "the same arguments without the repeat (control)",
+            edit: keep,
+            completion: completion(
+                &[],
+                vec![
+                    raw_call(
+                        "call_m",
+                        "request_memory_change",
+                        r#"{"operation":"append","proposed_text":"B","reason":"r","evidence_event_ids":[]}"#,
+                    ),
+                    raw_call(
+                        "call_f",
+                        "propose_focus",
+                        &focus_args("Review my week every Monday.").to_string(),
+                    ),
+                ],
+            ),
+            expected: Ok(2),
+        },
         // "strict TypeBox schemas with no additional properties"
         Row {
             name: "extra property",
