@@ -110,6 +110,7 @@ async fn outputs_are_sent_as_replies_and_receipted_once() {
         json!({
             "chat_id": OWNER,
             "text": format!("answer {canary}"),
+            "link_preview_options": {"is_disabled": true},
             "reply_parameters": {"message_id": 21, "allow_sending_without_reply": true},
         })
     );
