@@ -28,6 +28,7 @@ pub mod ingress;
 pub mod menu;
 pub mod polling;
 pub mod requests;
+pub mod split;
 pub mod token;
 pub mod webhook;
 pub mod wire;
