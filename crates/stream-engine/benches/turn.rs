@@ -80,7 +80,7 @@ fn main() {
             api_key_env: "BENCH_API_KEY".into(),
         },
         declaration: repo.join("telegram-conversation.v18.yaml"),
-        replies_declaration: repo.join("telegram-replies.v1.yaml"),
+        replies_declaration: repo.join("telegram-replies.v2.yaml"),
         worker,
         allow_unenforced_sandbox: false,
         max_attempts: 1,

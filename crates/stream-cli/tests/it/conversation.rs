@@ -493,8 +493,8 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
         drain(&s);
         assert_eq!(
             s.sent_texts(),
-            ["Sydney."],
-            "{reason}: nothing is sent for a rejected completion"
+            ["Sydney.", crate::delivery::RUN_FAILED_REPLY],
+            "{reason}: only the fixed failed-run reply is sent for a rejected completion"
         );
         let events = s.events().unwrap();
         assert!(s.proposals().unwrap().is_empty(), "{reason}");
@@ -506,7 +506,11 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
         s.say("Hello again.");
         s.script(Reply::completion(ScriptedCompletion::text("Hi.")));
         drain(&s);
-        assert_eq!(s.sent_texts(), ["Sydney.", "Hi."], "{reason}");
+        assert_eq!(
+            s.sent_texts(),
+            ["Sydney.", crate::delivery::RUN_FAILED_REPLY, "Hi."],
+            "{reason}"
+        );
         let _ = payload;
     }
 }
