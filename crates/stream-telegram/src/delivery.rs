@@ -594,3 +594,60 @@ async fn refused(
     }
     Ok(Sent::Settled)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: i64) -> ApiError {
+        ApiError::Refused {
+            method: "sendMessage",
+            code,
+            description: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_refusal_of_the_message_is_permanent() {
+        let rows = [
+            (refused(400), Failure::Permanent(400)),
+            (refused(403), Failure::Permanent(403)),
+            (refused(413), Failure::Permanent(413)),
+            (refused(401), Failure::Unavailable),
+            (refused(404), Failure::Unavailable),
+            (refused(429), Failure::Unavailable),
+            (refused(302), Failure::Retry),
+            (
+                ApiError::RateLimited {
+                    method: "sendMessage",
+                    retry_after_secs: 30,
+                },
+                Failure::Unavailable,
+            ),
+            (
+                ApiError::Server {
+                    method: "sendMessage",
+                    status: 502,
+                    attempts: 3,
+                },
+                Failure::Unavailable,
+            ),
+            (
+                ApiError::Timeout {
+                    method: "sendMessage",
+                    attempts: 3,
+                },
+                Failure::Unavailable,
+            ),
+            (
+                ApiError::Malformed {
+                    method: "sendMessage",
+                },
+                Failure::Retry,
+            ),
+        ];
+        for (error, expected) in rows {
+            assert_eq!(failure(&error), expected, "{error:?}");
+        }
+    }
+}
