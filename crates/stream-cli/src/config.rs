@@ -106,7 +106,7 @@ pub struct AgentConfig {
     #[serde(default = "default_declaration")]
     pub declaration: PathBuf,
     /// The deterministic replies declaration; defaults to
-    /// `telegram-replies.v1.yaml` beside `declaration`.
+    /// `telegram-replies.v2.yaml` beside `declaration`.
     #[serde(default)]
     pub replies: Option<PathBuf>,
 }

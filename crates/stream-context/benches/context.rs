@@ -72,6 +72,7 @@ fn turn_events(update: i64) -> (NewEvent, Vec<NewEvent>, RunRow) {
         date: 1_790_000_001 + update,
         root_sender_id: 42,
         source_root_event_id: msg.id.clone(),
+        continuation_message_ids: Vec::new(),
     };
     let receipt = NewEvent::build(&telegram, Some(&msg.id), Some(&out.id), &receipt).unwrap();
     let row = RunRow {

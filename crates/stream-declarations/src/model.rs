@@ -454,6 +454,9 @@ pub struct FixedReplies {
     pub help: ReplyText,
     /// The reply after an owner's `/correct <text>` was recorded.
     pub correct_ack: ReplyText,
+    /// The reply to a message whose model run failed for good: fixed, so it
+    /// says nothing of the reason or the content.
+    pub run_failed: ReplyText,
 }
 
 #[cfg(test)]

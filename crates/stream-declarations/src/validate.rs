@@ -9,9 +9,10 @@ use std::collections::HashSet;
 
 use stream_core::Payload;
 use stream_core::payload::{
-    ActivationStep, CorrectionProposed, DeliveryReceipt, FileChanged, FocusDeclarationProposed,
-    JudgmentRecorded, MaterializationFailed, MemoryChangeMaterialized, MemoryChangeProposed,
-    MessageObservation, MessageReceived, ProposalDecision, ProposalKind, RunCompleted, RunFailed,
+    ActivationStep, CorrectionProposed, DeliveryFailed, DeliveryReceipt, FileChanged,
+    FocusDeclarationProposed, JudgmentRecorded, MaterializationFailed, MemoryChangeMaterialized,
+    MemoryChangeProposed, MessageObservation, MessageReceived, ProposalDecision, ProposalKind,
+    RunCompleted, RunFailed,
 };
 use stream_core::{MemoryPath, SourceName};
 
@@ -28,9 +29,10 @@ pub const MAX_TRANSCRIPT_TURNS: u32 = 200;
 
 /// Event types only trusted machinery or a human writes, and the proposal
 /// events (declared by `policy.proposals`, never by `outputs`).
-const NOT_AN_OUTPUT: [&str; 13] = [
+const NOT_AN_OUTPUT: [&str; 14] = [
     MessageReceived::TYPE,
     DeliveryReceipt::TYPE,
+    DeliveryFailed::TYPE,
     MemoryChangeProposed::TYPE,
     CorrectionProposed::TYPE,
     FocusDeclarationProposed::TYPE,

@@ -81,7 +81,7 @@ fn main() {
             compat: ProviderCompat::Openai,
         },
         declaration: repo.join("telegram-conversation.v18.yaml"),
-        replies_declaration: repo.join("telegram-replies.v1.yaml"),
+        replies_declaration: repo.join("telegram-replies.v2.yaml"),
         worker,
         allow_unenforced_sandbox: false,
         max_attempts: 1,

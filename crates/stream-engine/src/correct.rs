@@ -35,9 +35,10 @@ impl Engine {
             if receipt.chat_id != msg.chat_id {
                 continue;
             }
+            // Replying to any message of a split reply targets the reply.
             if msg
                 .reply_to_message_id
-                .is_some_and(|mid| mid != receipt.message_id)
+                .is_some_and(|mid| !receipt.message_ids().any(|id| id == mid))
             {
                 continue;
             }

@@ -1,11 +1,11 @@
 //! Fixed replies of the deterministic declaration: no provider request, no
-//! snapshot, no proposal.
+//! snapshot, no proposal. Also the answer to a model run given up for good.
 
 use stream_core::StoredEvent;
 use stream_core::ids::derive_run_id;
 use stream_core::payload::MessageReceived;
 use stream_core::text::{Label, ReplyText};
-use stream_proposals::settle::{RunFacts, Settlement, commit};
+use stream_proposals::settle::{FailedAttempt, RunFacts, Settlement, commit};
 
 use crate::engine::{Engine, EngineError, Settled};
 
@@ -52,5 +52,31 @@ impl Engine {
         commit(self.store.as_ref(), &settlement)?;
         tracing::info!(run = %facts.run_id.short(12), agent = %facts.agent_id, "fixed reply settled");
         Ok(Settled::Completed)
+    }
+
+    /// Gives a model run up for good and answers its trigger with the
+    /// declared failed-run reply, in one transaction: once per run (ids
+    /// derive from the trigger), content-dark (a fixed text that names no
+    /// reason).
+    pub(crate) fn give_up(
+        &self,
+        failed: &FailedAttempt,
+        trigger: &StoredEvent,
+        msg: &MessageReceived,
+    ) -> Result<(), EngineError> {
+        let replies = self
+            .replies
+            .declaration
+            .replies
+            .as_ref()
+            .ok_or(EngineError::Unservable {
+                id: self.replies.id().to_owned(),
+                what: "fixed replies",
+            })?;
+        let facts = self.fixed_facts(trigger, msg)?;
+        let reply = Settlement::deterministic(&facts, replies.run_failed.clone())?;
+        failed.commit_with_reply(self.store.as_ref(), &reply)?;
+        tracing::info!(run = %failed.run.run_id.short(12), "run given up; failed-run reply settled");
+        Ok(())
     }
 }

@@ -227,7 +227,11 @@ impl Engine {
             Prepared::Ready { run, snapshot } => (run, snapshot),
             Prepared::Unusable { run, reason } => {
                 let facts = self.facts(&run, trigger, msg, run.attempts + 1)?;
-                FailedAttempt::assemble(&facts, reason, true)?.commit(self.store.as_ref())?;
+                self.give_up(
+                    &FailedAttempt::assemble(&facts, reason, true)?,
+                    trigger,
+                    msg,
+                )?;
                 return Ok(Settled::Failed);
             }
         };
@@ -294,8 +298,13 @@ impl Engine {
                 }
                 Err(reason) => {
                     let is_final = !reason.is_transient() || attempts >= self.settings.max_attempts;
-                    FailedAttempt::assemble(&facts, reason, is_final)?
-                        .commit(self.store.as_ref())?;
+                    let failed = FailedAttempt::assemble(&facts, reason, is_final)?;
+                    if is_final {
+                        self.give_up(&failed, trigger, msg)?;
+                    } else {
+                        // A transient failure in retry says nothing to the owner.
+                        failed.commit(self.store.as_ref())?;
+                    }
                     tracing::warn!(
                         run = %facts.run_id.short(12),
                         attempt = attempts,

@@ -23,8 +23,8 @@ use std::time::Duration;
 use stream_store::Store;
 use stream_telegram::{
     BotApi, BotToken, ClientOptions, DeliveryOptions, DeliveryReport, Ingress, IngressConfig,
-    PollMode, PollingOptions, WebhookOptions, WebhookSecret, deliver_pending, run_polling,
-    webhook_router,
+    ListenerLimits, PollMode, PollingOptions, WebhookOptions, WebhookSecret, deliver_pending,
+    run_polling, webhook_router,
 };
 
 use crate::active::active;
@@ -355,8 +355,7 @@ async fn axum_serve(
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| ServeError::Webhook(e.kind()))
+    // Header/body timeouts, a connection cap and keep-alive limits.
+    stream_telegram::serve_webhook(listener, router, &ListenerLimits::default(), shutdown).await;
+    Ok(())
 }

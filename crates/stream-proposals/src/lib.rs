@@ -44,6 +44,9 @@ pub enum SettleError {
     /// Two proposals of one kind, or more than three.
     #[error("a completion may carry at most one proposal of each kind")]
     DuplicateKind,
+    /// A fixed reply was to be committed with an attempt that is not final.
+    #[error("only a final failure is answered with the failed-run reply")]
+    NotFinal,
     /// An event of the settlement already exists with other content.
     #[error("event {id} already exists with different content")]
     Conflict {

@@ -377,6 +377,15 @@ pub fn commit_parts(
     run: &RunRow,
     progress: Option<&(String, Progress)>,
 ) -> Result<Committed, SettleError> {
+    commit_all(store, events, &[run], progress)
+}
+
+fn commit_all(
+    store: &dyn Store,
+    events: &[NewEvent],
+    runs: &[&RunRow],
+    progress: Option<&(String, Progress)>,
+) -> Result<Committed, SettleError> {
     let mut tx = store.begin()?;
     let mut any_new = false;
     for event in events {
@@ -390,7 +399,9 @@ pub fn commit_parts(
             }
         }
     }
-    tx.put_run(run)?;
+    for run in runs {
+        tx.put_run(run)?;
+    }
     if let Some((consumer, progress)) = progress {
         let current = tx.progress(consumer)?;
         if current
@@ -465,6 +476,28 @@ impl FailedAttempt {
             store,
             std::slice::from_ref(&self.event),
             &self.run,
+            self.progress.as_ref(),
+        )
+    }
+
+    /// Commits a final failure together with the fixed reply that answers
+    /// it (the deterministic settlement of the replies declaration on the
+    /// same trigger), in one transaction: the owner is answered exactly
+    /// when the run is given up, and a replay converges.
+    pub fn commit_with_reply(
+        &self,
+        store: &dyn Store,
+        reply: &Settlement,
+    ) -> Result<Committed, SettleError> {
+        if self.run.status != RunStatus::Failed {
+            return Err(SettleError::NotFinal);
+        }
+        let mut events = vec![self.event.clone()];
+        events.extend(reply.events.iter().cloned());
+        commit_all(
+            store,
+            &events,
+            &[&self.run, &reply.run],
             self.progress.as_ref(),
         )
     }

@@ -148,6 +148,7 @@ impl Base {
             date: 1_790_000_100,
             root_sender_id: 42,
             source_root_event_id: root.id().clone(),
+            continuation_message_ids: Vec::new(),
         };
         let event =
             NewEvent::build(&self.telegram, Some(root.id()), Some(&output.id), &receipt).unwrap();

@@ -160,7 +160,9 @@ pub fn validate_completion(
         return Err(Reason::MalformedCall);
     }
     matches_response(&parsed, worker)?;
-    let text = match parsed.texts.first() {
+    // Whitespace-only visible text is no text: Telegram refuses it as
+    // empty, so it must not become a reply.
+    let text = match parsed.texts.first().filter(|t| !t.trim().is_empty()) {
         Some(t) => Some(ReplyText::new(t.clone()).map_err(|_| Reason::InvalidOutput)?),
         None => None,
     };

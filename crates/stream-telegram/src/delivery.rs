@@ -11,8 +11,16 @@
 //! written. A `message_id` of 0 (scheduled, not sent) is not a delivery and
 //! leaves the output pending.
 //!
-//! A refused output (Telegram's 4xx) stays pending and the pass goes on
-//! with the next ones; a rate limit or an outage ends the pass.
+//! A reply longer than Telegram's bound (4,096 UTF-16 code units) goes out
+//! as consecutive messages ([`crate::split`]), the first replying to the
+//! trigger; the one receipt lists every message id. A crash or outage in
+//! the middle resends the whole reply on the next pass (at-least-once).
+//!
+//! An output Telegram refuses for good (a 4xx other than 429, 401 and 404)
+//! is recorded once as `stream.telegram.delivery.failed@1` (codes and ids,
+//! no content), never resent, and the owner gets [`REFUSED_NOTICE`]. A
+//! rate limit or an outage ends the pass; anything else leaves the output
+//! pending and the pass goes on with the next ones.
 //!
 //! A per-source watermark (`telegram-delivery-watermark:<bot-id>`) remembers
 //! up to which `seq` every output is settled, so a pass does not re-read
@@ -23,11 +31,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use stream_core::ids::derive_event_id;
-use stream_core::payload::{DeliveryReceipt, MessageObservation, MessageReceived};
+use stream_core::payload::{DeliveryFailed, DeliveryReceipt, MessageObservation, MessageReceived};
 use stream_core::{EventError, EventId, NewEvent, Payload, SourceName, StoredEvent};
 use stream_store::{AppendOutcome, EventQuery, Read, Store, StoreError};
 
 use crate::client::{ApiError, BotApi};
+use crate::split::{MAX_MESSAGE_UTF16, split_message};
+use crate::wire::Message;
 
 /// The control key of a bot's delivery watermark.
 pub fn delivery_watermark_key(telegram_source: &SourceName) -> String {
@@ -58,8 +68,10 @@ pub struct DeliveryReport {
     pub conflicts: u64,
     /// `sendMessage` answered `message_id` 0; left pending.
     pub not_delivered: u64,
-    /// `sendMessage` failed; left pending.
+    /// `sendMessage` calls that failed (the output left pending, or refused).
     pub failed: u64,
+    /// Outputs Telegram refused for good, recorded now (never resent).
+    pub refused: u64,
     /// Outputs that can never be delivered by this bot (another bot's
     /// source root, missing or mismatched root/trigger); skipped.
     pub skipped: u64,
@@ -146,6 +158,20 @@ pub fn receipt_id(
     .map_err(EventError::from)?)
 }
 
+/// The id the recorded permanent refusal of `output_id` has (or will have)
+/// on `telegram_source`.
+pub fn refusal_id(
+    telegram_source: &SourceName,
+    output_id: &EventId,
+) -> Result<EventId, DeliveryError> {
+    Ok(derive_event_id(
+        telegram_source.as_str(),
+        DeliveryFailed::IDENTITY_TYPE,
+        &json!(output_id),
+    )
+    .map_err(EventError::from)?)
+}
+
 fn decode_received(
     store: &dyn Read,
     id: &EventId,
@@ -170,6 +196,9 @@ fn classify(
     if store
         .event(&receipt_id(telegram_source, event.id())?)?
         .is_some()
+        || store
+            .event(&refusal_id(telegram_source, event.id())?)?
+            .is_some()
     {
         return Ok(Item::Settled);
     }
@@ -336,15 +365,74 @@ pub async fn deliver_pending(
 
 /// What one send achieved.
 enum Sent {
-    /// Receipted (now or by another deliverer).
+    /// Receipted, or refused for good and recorded (now or by another
+    /// deliverer).
     Settled,
-    /// Still pending: `message_id` 0, or Telegram refused this one output.
+    /// Still pending: `message_id` 0, or a failure worth another pass.
     Pending,
     /// Still pending, and Telegram is unavailable for now.
     Unavailable,
 }
 
-/// Sends one output and appends its receipt.
+/// What a failed `sendMessage` means for the output being sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// Telegram refused this message for good: record it, never resend.
+    Permanent(i64),
+    /// Try this output again on the next pass.
+    Retry,
+    /// Nothing can be sent now: end the pass.
+    Unavailable,
+}
+
+/// The one home of the delivery rule for a failed `sendMessage`: a 4xx
+/// other than 429 is about the message and permanent, except 401 and 404,
+/// which are about the bot (a revoked token, a wrong base URL) and hold
+/// for every output alike.
+fn failure(error: &ApiError) -> Failure {
+    match error {
+        ApiError::Refused { code, .. } => match code {
+            401 | 404 | 429 => Failure::Unavailable,
+            400..=499 => Failure::Permanent(*code),
+            _ => Failure::Retry,
+        },
+        ApiError::RateLimited { .. }
+        | ApiError::Server { .. }
+        | ApiError::Timeout { .. }
+        | ApiError::Transport { .. } => Failure::Unavailable,
+        ApiError::Malformed { .. }
+        | ApiError::TooLarge { .. }
+        | ApiError::UnsafeFilePath
+        | ApiError::BaseUrl
+        | ApiError::ClientBuild => Failure::Retry,
+    }
+}
+
+/// The fixed notice the owner gets when Telegram refused a reply for good.
+/// Content-dark: it says neither what the reply was nor why it was refused.
+pub const REFUSED_NOTICE: &str =
+    "I couldn't send my reply to that message. Please ask again if you still need it.";
+
+/// Appends `event` on its own; the outcome of the append.
+async fn append_one(
+    store: &Arc<dyn Store>,
+    event: NewEvent,
+) -> Result<AppendOutcome, DeliveryError> {
+    let store = Arc::clone(store);
+    blocking(move || {
+        let mut tx = store.begin()?;
+        let outcome = tx.append(&event)?;
+        if outcome != AppendOutcome::Conflict {
+            tx.commit()?;
+        }
+        Ok(outcome)
+    })
+    .await
+}
+
+/// Sends one output (split into as many messages as Telegram's bound
+/// needs, the first replying to the trigger) and appends its receipt, or
+/// its refusal when Telegram refused it for good.
 async fn send_one(
     store: &Arc<dyn Store>,
     api: &BotApi,
@@ -352,53 +440,77 @@ async fn send_one(
     pending: &Pending,
     report: &mut DeliveryReport,
 ) -> Result<Sent, DeliveryError> {
-    let sent = match api
-        .send_message(
-            pending.output.chat_id,
-            pending.output.text.as_str(),
-            Some(pending.reply_to),
-        )
-        .await
-    {
-        Ok(sent) => sent,
-        Err(e) => {
-            report.failed += 1;
-            report.last_error = Some(e.code());
-            tracing::warn!(
-                output = pending.output_id.short(16),
-                error = %e,
-                "sendMessage failed; output stays pending"
-            );
-            return Ok(match e {
-                ApiError::RateLimited { .. }
-                | ApiError::Server { .. }
-                | ApiError::Timeout { .. }
-                | ApiError::Transport { .. } => Sent::Unavailable,
-                ApiError::Refused { .. }
-                | ApiError::Malformed { .. }
-                | ApiError::TooLarge { .. }
-                | ApiError::UnsafeFilePath
-                | ApiError::BaseUrl
-                | ApiError::ClientBuild => Sent::Pending,
-            });
-        }
-    };
-    if sent.message_id == 0 {
-        report.not_delivered += 1;
+    let parts = split_message(pending.output.text.as_str(), MAX_MESSAGE_UTF16);
+    if parts.is_empty() {
+        // Whitespace only (stored before such text became no text):
+        // Telegram refuses it as empty, so do not ask.
         tracing::warn!(
             output = pending.output_id.short(16),
-            "sendMessage answered message_id 0 (not sent); output stays pending"
+            "output text is whitespace only; recorded as refused"
         );
-        return Ok(Sent::Pending);
+        return refused(
+            store,
+            api,
+            telegram_source,
+            pending,
+            400,
+            Vec::new(),
+            report,
+        )
+        .await;
     }
+    let mut ids: Vec<i64> = Vec::with_capacity(parts.len());
+    let mut first: Option<Message> = None;
+    for (i, part) in parts.iter().enumerate() {
+        let reply_to = (i == 0).then_some(pending.reply_to);
+        let sent = match api
+            .send_message(pending.output.chat_id, part, reply_to)
+            .await
+        {
+            Ok(sent) => sent,
+            Err(e) => {
+                report.failed += 1;
+                report.last_error = Some(e.code());
+                // Codes only: Telegram's description may quote the text.
+                tracing::warn!(
+                    output = pending.output_id.short(16),
+                    part = i,
+                    error = e.code(),
+                    telegram_code = e.telegram_code(),
+                    "sendMessage failed"
+                );
+                return match failure(&e) {
+                    Failure::Permanent(code) => {
+                        refused(store, api, telegram_source, pending, code, ids, report).await
+                    }
+                    Failure::Retry => Ok(Sent::Pending),
+                    Failure::Unavailable => Ok(Sent::Unavailable),
+                };
+            }
+        };
+        if sent.message_id == 0 {
+            report.not_delivered += 1;
+            tracing::warn!(
+                output = pending.output_id.short(16),
+                "sendMessage answered message_id 0 (not sent); output stays pending"
+            );
+            return Ok(Sent::Pending);
+        }
+        ids.push(sent.message_id);
+        first.get_or_insert(sent);
+    }
+    let Some(first) = first else {
+        return Ok(Sent::Pending);
+    };
     let receipt = DeliveryReceipt {
         output_event_id: pending.output_id.clone(),
         run_id: pending.output.run_id.clone(),
-        chat_id: sent.chat.id,
-        message_id: sent.message_id,
-        date: sent.date,
+        chat_id: first.chat.id,
+        message_id: first.message_id,
+        date: first.date,
         root_sender_id: pending.root_sender_id,
         source_root_event_id: pending.root_id.clone(),
+        continuation_message_ids: ids.split_off(1),
     };
     let event = NewEvent::build(
         telegram_source,
@@ -406,24 +518,13 @@ async fn send_one(
         Some(&pending.output_id),
         &receipt,
     )?;
-    let outcome = {
-        let store = Arc::clone(store);
-        blocking(move || {
-            let mut tx = store.begin()?;
-            let outcome = tx.append(&event)?;
-            if outcome != AppendOutcome::Conflict {
-                tx.commit()?;
-            }
-            Ok(outcome)
-        })
-        .await?
-    };
-    match outcome {
+    match append_one(store, event).await? {
         AppendOutcome::Inserted { seq } => {
             report.sent += 1;
             tracing::info!(
                 output = pending.output_id.short(16),
-                message_id = sent.message_id,
+                message_id = first.message_id,
+                messages = parts.len(),
                 seq,
                 "output delivered; receipt stored"
             );
@@ -438,4 +539,115 @@ async fn send_one(
         }
     }
     Ok(Sent::Settled)
+}
+
+/// Records a permanent refusal of `pending` once (content-dark: the code
+/// and the ids of parts already sent), then tells the owner with the fixed
+/// notice. The notice is sent only by the deliverer that recorded the
+/// refusal, and not retried: the refusal is what must not be lost.
+async fn refused(
+    store: &Arc<dyn Store>,
+    api: &BotApi,
+    telegram_source: &SourceName,
+    pending: &Pending,
+    error_code: i64,
+    sent_message_ids: Vec<i64>,
+    report: &mut DeliveryReport,
+) -> Result<Sent, DeliveryError> {
+    let failed = DeliveryFailed {
+        output_event_id: pending.output_id.clone(),
+        run_id: pending.output.run_id.clone(),
+        chat_id: pending.output.chat_id,
+        error_code,
+        sent_message_ids,
+        source_root_event_id: pending.root_id.clone(),
+    };
+    let event = NewEvent::build(
+        telegram_source,
+        Some(&pending.root_id),
+        Some(&pending.output_id),
+        &failed,
+    )?;
+    let AppendOutcome::Inserted { seq } = append_one(store, event).await? else {
+        return Ok(Sent::Settled);
+    };
+    report.refused += 1;
+    tracing::warn!(
+        output = pending.output_id.short(16),
+        error_code,
+        seq,
+        "Telegram refused the output for good; recorded, not retried"
+    );
+    if let Err(e) = api
+        .send_message(
+            pending.output.chat_id,
+            REFUSED_NOTICE,
+            Some(pending.reply_to),
+        )
+        .await
+    {
+        tracing::warn!(
+            output = pending.output_id.short(16),
+            error = e.code(),
+            "the refusal notice was not sent"
+        );
+    }
+    Ok(Sent::Settled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: i64) -> ApiError {
+        ApiError::Refused {
+            method: "sendMessage",
+            code,
+            description: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_refusal_of_the_message_is_permanent() {
+        let rows = [
+            (refused(400), Failure::Permanent(400)),
+            (refused(403), Failure::Permanent(403)),
+            (refused(413), Failure::Permanent(413)),
+            (refused(401), Failure::Unavailable),
+            (refused(404), Failure::Unavailable),
+            (refused(429), Failure::Unavailable),
+            (refused(302), Failure::Retry),
+            (
+                ApiError::RateLimited {
+                    method: "sendMessage",
+                    retry_after_secs: 30,
+                },
+                Failure::Unavailable,
+            ),
+            (
+                ApiError::Server {
+                    method: "sendMessage",
+                    status: 502,
+                    attempts: 3,
+                },
+                Failure::Unavailable,
+            ),
+            (
+                ApiError::Timeout {
+                    method: "sendMessage",
+                    attempts: 3,
+                },
+                Failure::Unavailable,
+            ),
+            (
+                ApiError::Malformed {
+                    method: "sendMessage",
+                },
+                Failure::Retry,
+            ),
+        ];
+        for (error, expected) in rows {
+            assert_eq!(failure(&error), expected, "{error:?}");
+        }
+    }
 }

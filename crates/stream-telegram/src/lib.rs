@@ -28,6 +28,7 @@ pub mod ingress;
 pub mod menu;
 pub mod polling;
 pub mod requests;
+pub mod split;
 pub mod token;
 pub mod webhook;
 pub mod wire;
@@ -44,5 +45,5 @@ pub use ingress::{
 pub use menu::{MenuReport, register_menu};
 pub use polling::{PollMode, PollReport, PollingOptions, run_polling};
 pub use token::{BotToken, SecretFormatError, WebhookSecret};
-pub use webhook::{WebhookOptions, webhook_router};
+pub use webhook::{ListenerLimits, WebhookOptions, serve_webhook, webhook_router};
 pub use wire::{MenuCommand, MenuCommandError};

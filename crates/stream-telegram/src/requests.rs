@@ -87,11 +87,15 @@ pub fn get_webhook_info() -> ApiRequest {
 }
 
 /// `sendMessage` of plain `text` to `chat_id`, replying to `reply_to` when
-/// given (and sending anyway if that message is gone).
+/// given (and sending anyway if that message is gone). Link previews are
+/// always off: Telegram's crawler fetching a URL the model wrote would be a
+/// way out of the sandbox (a prompt-injected reply could carry memory or
+/// transcript text in a URL).
 pub fn send_message(chat_id: i64, text: &str, reply_to: Option<i64>) -> ApiRequest {
     let mut params = json!({
         "chat_id": chat_id,
         "text": text,
+        "link_preview_options": {"is_disabled": true},
     });
     if let (Some(message_id), Some(map)) = (reply_to, params.as_object_mut()) {
         map.insert(

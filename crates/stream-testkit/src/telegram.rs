@@ -26,6 +26,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, oneshot};
 
+/// Telegram's bound on a message's text, in UTF-16 code units.
+pub const MAX_MESSAGE_UTF16: usize = 4096;
+
 /// Who the fake bot is.
 #[derive(Debug, Clone)]
 pub struct FakeTelegramConfig {
@@ -564,8 +567,12 @@ async fn api(shared: &Arc<Shared>, method: &str, params: &Value) -> Response {
                 return fail(400, "Bad Request: chat_id is empty");
             };
             let text = params.get("text").and_then(Value::as_str).unwrap_or("");
-            if text.is_empty() {
+            // Telegram trims the text and counts its length in UTF-16 code units.
+            if text.trim().is_empty() {
                 return fail(400, "Bad Request: message text is empty");
+            }
+            if text.trim().encode_utf16().count() > MAX_MESSAGE_UTF16 {
+                return fail(400, "Bad Request: message is too long");
             }
             let mut inner = shared.lock();
             let message_id = inner.next_message_id;

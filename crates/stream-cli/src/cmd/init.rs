@@ -57,8 +57,8 @@ pub fn shipped_declarations() -> &'static [(&'static str, &'static str)] {
             include_str!("../../../../declarations/telegram-conversation.v18.yaml"),
         ),
         (
-            "telegram-replies.v1.yaml",
-            include_str!("../../../../declarations/telegram-replies.v1.yaml"),
+            "telegram-replies.v2.yaml",
+            include_str!("../../../../declarations/telegram-replies.v2.yaml"),
         ),
         (
             "prompts/telegram-conversation.v17.md",

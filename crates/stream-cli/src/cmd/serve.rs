@@ -74,7 +74,7 @@ pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
         None => config
             .agent
             .declaration
-            .with_file_name("telegram-replies.v1.yaml"),
+            .with_file_name("telegram-replies.v2.yaml"),
     };
     Ok(EngineSettings {
         context_root: config.context.root.clone(),

@@ -345,7 +345,7 @@ fn activating_v18_over_a_running_v17_serve_loses_and_duplicates_nothing() {
             ("Before the freeze: one.".into(), conversation(17)),
             ("Before the freeze: two.".into(), conversation(17)),
             ("During the activation.".into(), conversation(18)),
-            ("/focus".into(), vec![("telegram-replies".into(), 1)]),
+            ("/focus".into(), vec![("telegram-replies".into(), 2)]),
         ],
         "each message answered once, by the version active when it arrived"
     );
@@ -744,7 +744,7 @@ fn a_changed_capability_under_the_same_version_is_refused_before_any_step() {
         &[
             "activate",
             "--declaration",
-            "declarations/telegram-replies.v1.yaml",
+            "declarations/telegram-replies.v2.yaml",
         ],
     );
     assert_eq!(ran.code, 2, "{}", ran.stderr);

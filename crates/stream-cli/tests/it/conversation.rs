@@ -542,8 +542,8 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
         drain(&s);
         assert_eq!(
             s.sent_texts(),
-            ["Sydney."],
-            "{row}: nothing is sent for a rejected completion"
+            ["Sydney.", crate::delivery::RUN_FAILED_REPLY],
+            "{row}: only the fixed failed-run reply is sent for a rejected completion"
         );
         let events = s.events().unwrap();
         assert!(s.proposals().unwrap().is_empty(), "{row}");
@@ -556,7 +556,11 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
         s.say("Hello again.");
         s.script(Reply::completion(ScriptedCompletion::text("Hi.")));
         drain(&s);
-        assert_eq!(s.sent_texts(), ["Sydney.", "Hi."], "{row}");
+        assert_eq!(
+            s.sent_texts(),
+            ["Sydney.", crate::delivery::RUN_FAILED_REPLY, "Hi."],
+            "{row}"
+        );
     }
 }
 

@@ -41,7 +41,7 @@ fn declaration_check_passes_on_every_shipped_declaration_written_by_init() {
         [
             "telegram-conversation@17",
             "telegram-conversation@18",
-            "telegram-replies@1"
+            "telegram-replies@2"
         ]
     );
 }

@@ -8,6 +8,7 @@ mod activation;
 mod common;
 mod conversation;
 mod decisions;
+mod delivery;
 mod demo;
 mod documents;
 mod external_export;

@@ -174,6 +174,7 @@ impl Fixture {
             date: 1_790_000_500,
             root_sender_id: sender,
             source_root_event_id: root.id().clone(),
+            continuation_message_ids: Vec::new(),
         };
         let event =
             NewEvent::build(&self.telegram, Some(root.id()), Some(output), &receipt).unwrap();

@@ -1,4 +1,5 @@
-//! Telegram channel events: the inbound message and the delivery receipt.
+//! Telegram channel events: the inbound message, the delivery receipt and
+//! the permanent delivery failure.
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -114,7 +115,9 @@ pub struct DeliveryReceipt {
     pub run_id: RunId,
     /// Chat it was sent to.
     pub chat_id: i64,
-    /// Telegram's message id of the sent message (never 0).
+    /// Telegram's message id of the sent message (never 0); for a reply
+    /// split over several messages, the first (the one replying to the
+    /// owner's message).
     pub message_id: i64,
     /// Telegram's `date` of the sent message.
     pub date: i64,
@@ -122,6 +125,19 @@ pub struct DeliveryReceipt {
     pub root_sender_id: i64,
     /// The inbound message that started the chain.
     pub source_root_event_id: EventId,
+    /// The message ids after the first, in order, when the reply was longer
+    /// than one Telegram message. Absent (not `[]`) for a one-message
+    /// reply, so every receipt written before splitting existed keeps its
+    /// exact bytes and id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub continuation_message_ids: Vec<i64>,
+}
+
+impl DeliveryReceipt {
+    /// Every message id of the delivery, the first one first.
+    pub fn message_ids(&self) -> impl Iterator<Item = i64> + '_ {
+        std::iter::once(self.message_id).chain(self.continuation_message_ids.iter().copied())
+    }
 }
 
 impl Payload for DeliveryReceipt {
@@ -139,6 +155,60 @@ impl Payload for DeliveryReceipt {
             // A message_id of 0 means scheduled, not sent: not a delivery.
             return Err(crate::event::PayloadInvalid::new(
                 "messageId",
+                "0 is not a delivery",
+            ));
+        }
+        if self.continuation_message_ids.contains(&0) {
+            return Err(crate::event::PayloadInvalid::new(
+                "continuationMessageIds",
+                "0 is not a delivery",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `stream.telegram.delivery.failed@1`: Telegram refused an output for good
+/// (a 4xx other than 429 that concerns the message, not the bot), so it is
+/// not sent again. Content-dark: codes and ids only, never Telegram's
+/// description (which may quote the text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeliveryFailed {
+    /// The refused output: the identity key.
+    pub output_event_id: EventId,
+    /// The run that produced it.
+    pub run_id: RunId,
+    /// Chat it was for.
+    pub chat_id: i64,
+    /// Telegram's `error_code` (400–499, never 429).
+    pub error_code: i64,
+    /// Messages of a split reply already sent before the refusal, in order.
+    pub sent_message_ids: Vec<i64>,
+    /// The inbound message that started the chain.
+    pub source_root_event_id: EventId,
+}
+
+impl Payload for DeliveryFailed {
+    const TYPE: &'static str = "stream.telegram.delivery.failed";
+    const VERSION: u32 = 1;
+    const AUTHORSHIP: Authorship = Authorship::System;
+    const SENSITIVE: bool = false;
+
+    fn identity_key(&self) -> serde_json::Value {
+        json!(self.output_event_id)
+    }
+
+    fn validate(&self) -> Result<(), crate::event::PayloadInvalid> {
+        if !(400..500).contains(&self.error_code) || self.error_code == 429 {
+            return Err(crate::event::PayloadInvalid::new(
+                "errorCode",
+                "a permanent refusal is a 4xx other than 429",
+            ));
+        }
+        if self.sent_message_ids.contains(&0) {
+            return Err(crate::event::PayloadInvalid::new(
+                "sentMessageIds",
                 "0 is not a delivery",
             ));
         }

@@ -146,6 +146,25 @@ pub fn delivery_receipt() -> DeliveryReceipt {
         date: 1_790_000_001,
         root_sender_id: 42,
         source_root_event_id: event_id('3'),
+        continuation_message_ids: Vec::new(),
+    }
+}
+
+pub fn split_delivery_receipt() -> DeliveryReceipt {
+    DeliveryReceipt {
+        continuation_message_ids: vec![9, 10],
+        ..delivery_receipt()
+    }
+}
+
+pub fn delivery_failed() -> DeliveryFailed {
+    DeliveryFailed {
+        output_event_id: event_id('2'),
+        run_id: run_id('1'),
+        chat_id: 42,
+        error_code: 400,
+        sent_message_ids: vec![8],
+        source_root_event_id: event_id('3'),
     }
 }
 

@@ -30,6 +30,8 @@ fn catalog_golden() {
     let lines = [
         golden_line("telegram:99", &message_received()),
         golden_line("telegram:99", &delivery_receipt()),
+        golden_line("telegram:99", &split_delivery_receipt()),
+        golden_line("telegram:99", &delivery_failed()),
         golden_line("agent:telegram-conversation", &observation()),
         golden_line("agent:telegram-conversation", &memory_proposal()),
         golden_line("agent:telegram-conversation", &correction_proposal()),
@@ -112,6 +114,40 @@ strictness!(
     [""],
     [("/messageId", json!(0))]
 );
+strictness!(
+    split_delivery_receipt_is_strict,
+    DeliveryReceipt,
+    split_delivery_receipt(),
+    [""],
+    [
+        ("/continuationMessageIds", json!([9, 0])),
+        ("/continuationMessageIds", json!("9"))
+    ]
+);
+strictness!(
+    delivery_failed_is_strict,
+    DeliveryFailed,
+    delivery_failed(),
+    [""],
+    [
+        ("/errorCode", json!(429)),
+        ("/errorCode", json!(500)),
+        ("/errorCode", json!(200)),
+        ("/sentMessageIds", json!([0]))
+    ]
+);
+
+/// Receipts written before replies could be split keep their exact bytes:
+/// a one-message receipt carries no `continuationMessageIds` at all.
+#[test]
+fn a_one_message_receipt_has_no_continuation_field() {
+    let bytes = serde_json::to_string(&delivery_receipt()).unwrap();
+    assert!(!bytes.contains("continuationMessageIds"), "{bytes}");
+    assert_eq!(
+        split_delivery_receipt().message_ids().collect::<Vec<_>>(),
+        [8, 9, 10]
+    );
+}
 strictness!(
     observation_is_strict,
     MessageObservation,

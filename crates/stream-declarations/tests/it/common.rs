@@ -53,7 +53,7 @@ pub fn deterministic() -> Value {
         "outputs": ["stream.thought.derived.message.observation"],
         "policy": {"tools": [], "proposals": [], "externalActions": false},
         "commands": [],
-        "replies": {"focusUsage": "Usage: /focus <description>", "help": "Help.", "correctAck": "Recorded."},
+        "replies": {"focusUsage": "Usage: /focus <description>", "help": "Help.", "correctAck": "Recorded.", "runFailed": "Sorry."},
     })
 }
 

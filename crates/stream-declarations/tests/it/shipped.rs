@@ -73,7 +73,7 @@ fn docs_exact(d: &LoadedDeclaration) -> bool {
 
 #[test]
 fn the_deterministic_declaration_holds_the_fixed_replies() {
-    let replies = load("telegram-replies.v1.yaml");
+    let replies = load("telegram-replies.v2.yaml");
     assert_eq!(replies.declaration.kind, Kind::Deterministic);
     assert_eq!(replies.declaration.context, Context::TelegramCommand);
     assert!(replies.declaration.policy.proposals.is_empty());
@@ -82,6 +82,11 @@ fn the_deterministic_declaration_holds_the_fixed_replies() {
     assert!(fixed.focus_usage.as_str().contains("/focus <description>"));
     assert!(fixed.help.as_str().contains("/correct"));
     assert!(!fixed.correct_ack.as_str().is_empty());
+    assert_eq!(
+        fixed.run_failed.as_str(),
+        "I couldn't answer that one, and nothing was saved. Please try again or rephrase."
+    );
+    assert_eq!(replies.version(), 2);
 }
 
 #[test]

@@ -48,7 +48,7 @@ fn the_activation_id_derives_from_the_declaration_and_the_completed_count() {
 
 #[test]
 fn only_a_pi_conversation_declaration_is_a_target() {
-    let err = Target::load(&repo_declarations().join("telegram-replies.v1.yaml")).unwrap_err();
+    let err = Target::load(&repo_declarations().join("telegram-replies.v2.yaml")).unwrap_err();
     assert!(
         matches!(err, ActivationError::NotAConversation { .. }),
         "{err}"
@@ -59,7 +59,7 @@ fn only_a_pi_conversation_declaration_is_a_target() {
 fn plan_refuses_a_changed_capability_and_another_incomplete_activation() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir);
-    let replies = declarations("telegram-replies.v1.yaml");
+    let replies = declarations("telegram-replies.v2.yaml");
     ensure_active(
         store.as_ref(),
         &declarations("telegram-conversation.v18.yaml"),

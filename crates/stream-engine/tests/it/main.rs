@@ -20,7 +20,7 @@ fn a_fresh_store_installs_and_activates_the_configured_declaration() {
     let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
     let (v18, replies) = (
         declarations("telegram-conversation.v18.yaml"),
-        declarations("telegram-replies.v1.yaml"),
+        declarations("telegram-replies.v2.yaml"),
     );
     assert!(active(&store).unwrap().is_none());
     let got = ensure_active(&store, &v18, &replies).unwrap();
@@ -43,7 +43,7 @@ fn a_fresh_store_installs_and_activates_the_configured_declaration() {
 fn another_active_version_is_refused_naming_activate() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-    let replies = declarations("telegram-replies.v1.yaml");
+    let replies = declarations("telegram-replies.v2.yaml");
     ensure_active(
         &store,
         &declarations("telegram-conversation.v17.yaml"),
@@ -65,7 +65,7 @@ fn another_active_version_is_refused_naming_activate() {
 fn a_changed_capability_under_the_same_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-    let replies = declarations("telegram-replies.v1.yaml");
+    let replies = declarations("telegram-replies.v2.yaml");
     ensure_active(
         &store,
         &declarations("telegram-conversation.v18.yaml"),

@@ -7,11 +7,12 @@ use std::time::Duration;
 use serde_json::json;
 use stream_core::ids::derive_run_id;
 use stream_core::payload::{
-    DeliveryReceipt, MessageObservation, OutputContract, TextOrigin, ThinkingMarker,
+    DeliveryFailed, DeliveryReceipt, MessageObservation, OutputContract, TextOrigin, ThinkingMarker,
 };
 use stream_core::text::{Label, ReplyText};
 use stream_core::{Authorship, EventId, NewEvent, SourceName};
 use stream_store::EventQuery;
+use stream_telegram::delivery::REFUSED_NOTICE;
 use stream_telegram::{
     DeliveryError, DeliveryOptions, Ingress, PollMode, PollingOptions, deliver_pending, run_polling,
 };
@@ -110,6 +111,7 @@ async fn outputs_are_sent_as_replies_and_receipted_once() {
         json!({
             "chat_id": OWNER,
             "text": format!("answer {canary}"),
+            "link_preview_options": {"is_disabled": true},
             "reply_parameters": {"message_id": 21, "allow_sending_without_reply": true},
         })
     );
@@ -128,6 +130,7 @@ async fn outputs_are_sent_as_replies_and_receipted_once() {
             date: env.fake.config().date,
             root_sender_id: OWNER,
             source_root_event_id: msgs[0].0.clone(),
+            continuation_message_ids: Vec::new(),
         }
     );
     assert_eq!(event.event.source, tg());
@@ -283,26 +286,30 @@ async fn outputs_rooted_elsewhere_are_not_sent() {
     let _ = env.store.control("x");
 }
 
+/// Issue 12: a permanent refusal used to stay pending and be resent on
+/// every pass forever. Now it is recorded once (content-dark), never
+/// resent, the owner gets the fixed notice, and the next outputs go on.
 #[tokio::test]
-async fn a_refused_output_does_not_block_the_next_ones() {
+async fn a_permanent_refusal_is_recorded_once_and_never_resent() {
     let env = Env::start().await;
     let ingress = env.ingress().await;
     let msgs = inbound(&env, &ingress, &[31, 32]).await;
-    let (first, _) = output(&env, &msgs[0].0, OWNER, "refused once");
+    let canary = Canary::new("refused-reply");
+    let (first, first_payload) = output(&env, &msgs[0].0, OWNER, &format!("refused {canary}"));
     let (second, _) = output(&env, &msgs[1].0, OWNER, "fine");
     env.fake.inject(
         "sendMessage",
         Fault::Refuse {
             code: 400,
-            description: "Bad Request: message is too long".into(),
+            description: format!("Bad Request: can't parse {canary}"),
         },
     );
     let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
         .await
         .unwrap();
     assert_eq!(
-        (report.sent, report.failed, report.pending),
-        (1, 1, 1),
+        (report.sent, report.failed, report.refused, report.pending),
+        (1, 1, 1, 0),
         "{report:?}"
     );
     assert_eq!(report.last_error, Some("refused"));
@@ -311,8 +318,48 @@ async fn a_refused_output_does_not_block_the_next_ones() {
         .map(|(_, r)| r.output_event_id)
         .collect();
     assert_eq!(got, vec![second.clone()]);
-    // A rate limit beyond the client's patience ends the pass.
-    output(
+    let failures = env
+        .store
+        .events(&EventQuery::of_type("stream.telegram.delivery.failed"))
+        .unwrap();
+    assert_eq!(failures.len(), 1);
+    let failure = failures[0].decode::<DeliveryFailed>().unwrap();
+    assert_eq!(
+        failure,
+        DeliveryFailed {
+            output_event_id: first.clone(),
+            run_id: first_payload.run_id.clone(),
+            chat_id: OWNER,
+            error_code: 400,
+            sent_message_ids: Vec::new(),
+            source_root_event_id: msgs[0].0.clone(),
+        }
+    );
+    assert_eq!(failures[0].event.parent.as_ref(), Some(&first));
+    assert!(!failures[0].event.sensitive);
+    assert_no_leak(
+        std::slice::from_ref(&canary),
+        &String::from_utf8_lossy(&failures[0].event.payload),
+        "the refusal event",
+    );
+    // The refused text, the notice (replying to the owner's message), the next output.
+    let sends = env.fake.calls_of("sendMessage");
+    assert_eq!(sends.len(), 3);
+    assert_eq!(sends[1].params["text"], json!(REFUSED_NOTICE));
+    assert_eq!(sends[1].params["reply_parameters"]["message_id"], json!(31));
+    assert_no_leak(&[canary], &logs(), "captured logs");
+
+    // Never again, however many passes.
+    for _ in 0..2 {
+        let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+            .await
+            .unwrap();
+        assert_eq!((report.sent, report.refused, report.pending), (0, 0, 0));
+    }
+    assert_eq!(env.fake.calls_of("sendMessage").len(), 3);
+
+    // A rate limit beyond the client's patience ends the pass and records nothing.
+    let (later, _) = output(
         &env,
         &inbound(&env, &ingress, &[33]).await[2].0,
         OWNER,
@@ -324,17 +371,97 @@ async fn a_refused_output_does_not_block_the_next_ones() {
         .await
         .unwrap();
     assert_eq!(
-        (report.sent, report.pending, report.last_error),
-        (0, 2, Some("rate-limited"))
+        (
+            report.sent,
+            report.pending,
+            report.refused,
+            report.last_error
+        ),
+        (0, 1, 0, Some("rate-limited"))
     );
     let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
         .await
         .unwrap();
-    assert_eq!((report.sent, report.pending), (2, 0));
-    let mut got: Vec<EventId> = receipts(&env)
-        .into_iter()
-        .map(|(_, r)| r.output_event_id)
+    assert_eq!((report.sent, report.pending), (1, 0));
+    assert!(
+        receipts(&env)
+            .iter()
+            .any(|(_, r)| r.output_event_id == later)
+    );
+}
+
+/// A 401 or 404 is about the bot, not the message: nothing is recorded as
+/// refused and the output stays pending.
+#[tokio::test]
+async fn a_refusal_about_the_bot_leaves_the_output_pending() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[41]).await;
+    output(&env, &msgs[0].0, OWNER, "hello");
+    env.fake.inject(
+        "sendMessage",
+        Fault::Refuse {
+            code: 401,
+            description: "Unauthorized".into(),
+        },
+    );
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.refused, report.pending), (0, 1), "{report:?}");
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.sent, report.pending), (1, 0));
+}
+
+/// Issue 12: 3,000 emoji are a valid reply (3,000 scalar values) but 6,000
+/// UTF-16 code units; Telegram refused it and it stayed pending forever.
+/// Now two messages, the first replying to the owner's, one receipt naming both.
+#[tokio::test]
+async fn a_reply_of_3000_emoji_goes_out_as_two_messages_with_one_receipt() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[51]).await;
+    let text = "😀".repeat(3000);
+    let (out, _) = output(&env, &msgs[0].0, OWNER, &text);
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.sent, report.failed, report.pending),
+        (1, 0, 0),
+        "{report:?}"
+    );
+    let sends = env.fake.calls_of("sendMessage");
+    assert_eq!(sends.len(), 2);
+    let texts: Vec<&str> = sends
+        .iter()
+        .map(|c| c.params["text"].as_str().unwrap())
         .collect();
-    got.sort();
-    assert!(got.contains(&first) && got.len() == 3);
+    assert_eq!(texts.concat(), text);
+    assert_eq!(texts[0].encode_utf16().count(), 4096);
+    assert_eq!(sends[0].params["reply_parameters"]["message_id"], json!(51));
+    assert!(sends[1].params.get("reply_parameters").is_none());
+    let all = receipts(&env);
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].1.output_event_id, out);
+    assert_eq!(all[0].1.message_ids().collect::<Vec<_>>(), [1, 2]);
+}
+
+/// A whitespace-only output stored before such text became no text: it is
+/// recorded as refused without asking Telegram, and the owner told.
+#[tokio::test]
+async fn a_stored_whitespace_only_output_is_recorded_as_refused() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[61]).await;
+    output(&env, &msgs[0].0, OWNER, " \n\t ");
+    let report = deliver_pending(&env.store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.refused, report.pending), (1, 0), "{report:?}");
+    let sends = env.fake.calls_of("sendMessage");
+    assert_eq!(sends.len(), 1);
+    assert_eq!(sends[0].params["text"], json!(REFUSED_NOTICE));
 }

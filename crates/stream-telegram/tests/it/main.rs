@@ -7,6 +7,7 @@ mod admission;
 mod client;
 mod common;
 mod delivery;
+mod listener;
 mod menu;
 mod polling;
 mod webhook;

@@ -35,7 +35,11 @@ async fn menu_is_registered_then_announced_unless_skipped() {
     assert_eq!(sent.len(), 1);
     assert_eq!(
         sent[0].params,
-        json!({"chat_id": OWNER, "text": "The command menu was updated: /focus, /correct."})
+        json!({
+            "chat_id": OWNER,
+            "text": "The command menu was updated: /focus, /correct.",
+            "link_preview_options": {"is_disabled": true},
+        })
     );
     assert_eq!(
         notice_text(&commands),

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use stream_telegram::{
-    Ingress, IngressMode, WebhookOptions, WebhookSecret, freeze_ingress, resume_ingress,
-    webhook_router,
+    Ingress, IngressMode, ListenerLimits, WebhookOptions, WebhookSecret, freeze_ingress,
+    resume_ingress, serve_webhook, webhook_router,
 };
 use stream_testkit::canary::{Canary, assert_no_leak};
 
@@ -16,37 +16,51 @@ use crate::common::{
     Env, OWNER, STRANGER, logs, message_update, messages_in, owner_text, text_from,
 };
 
-struct Server {
-    url: String,
-    secret: WebhookSecret,
+pub struct Server {
+    pub url: String,
+    pub addr: std::net::SocketAddr,
+    pub secret: WebhookSecret,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 async fn serve(ingress: Arc<Ingress>, max_body_bytes: usize) -> Server {
+    serve_with(
+        ingress,
+        |o| o.max_body_bytes = max_body_bytes,
+        ListenerLimits::default(),
+    )
+    .await
+}
+
+/// The webhook router on the production listener, with `tune`d options.
+pub async fn serve_with(
+    ingress: Arc<Ingress>,
+    tune: impl FnOnce(&mut WebhookOptions),
+    limits: ListenerLimits,
+) -> Server {
     let secret = WebhookSecret::new(format!("hook_{}", std::process::id())).unwrap();
     let mut options = WebhookOptions::new(secret.clone());
-    options.max_body_bytes = max_body_bytes;
+    tune(&mut options);
     let path = options.path.clone();
     let router = webhook_router(ingress, options);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
+        serve_webhook(listener, router, &limits, async {
+            let _ = stopped.await;
+        })
+        .await;
     });
     Server {
         url: format!("http://{addr}{path}"),
+        addr,
         secret,
         _stop: stop,
     }
 }
 
-async fn wait_stored(env: &Env, n: usize) -> bool {
+pub async fn wait_stored(env: &Env, n: usize) -> bool {
     let store = Arc::clone(&env.store);
     env.fake
         .wait_until(Duration::from_secs(10), |_| messages_in(&*store).len() >= n)
