@@ -1,6 +1,8 @@
 //! Worker spawn + sandbox setup + packet round trip through the broker, with
 //! an instant scripted provider on loopback, against a bare spawn of a static
-//! trivial binary measured in the same run; and the worker's peak RSS.
+//! trivial binary measured in the same run; and the worker's peak RSS. Also
+//! the worker's spawn to its hello, executed by path and from the sealed
+//! in-memory image the broker uses, interleaved in the same run.
 //!
 //! `cargo bench -p stream-broker --bench attempt` (`-- --runs N`, default 100).
 //! Prints medians and the ratio; asserts nothing about speed.
@@ -102,6 +104,7 @@ fn main() {
     }
 
     let mut bare = Vec::with_capacity(runs);
+    let mut bin_true = Vec::with_capacity(runs);
     let mut attempts = Vec::with_capacity(runs);
     let mut rss = Vec::with_capacity(runs);
     for _ in 0..runs {
@@ -117,6 +120,16 @@ fn main() {
         assert!(status.success());
 
         let t = Instant::now();
+        let status = Command::new("/bin/true")
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        bin_true.push(t.elapsed());
+        assert!(status.success());
+
+        let t = Instant::now();
         let report = runtime.block_on(broker.run_attempt(&p)).unwrap();
         attempts.push(t.elapsed());
         assert!(matches!(report.result, WorkerResult::Completed(_)));
@@ -129,6 +142,11 @@ fn main() {
     println!(
         "bare spawn ({trivial_kind}): median {:.3} ms",
         bare_median.as_secs_f64() * 1e3
+    );
+    let true_median = median(bin_true);
+    println!(
+        "/bin/true spawn: median {:.3} ms",
+        true_median.as_secs_f64() * 1e3
     );
     println!(
         "attempt (spawn + sandbox + hello + packet + request check + loopback HTTP + result + exit): median {:.3} ms",
@@ -147,5 +165,31 @@ fn main() {
         provider.requests().len(),
         runs + 3,
         "one provider request per attempt"
+    );
+
+    let image = stream_sandbox::WorkerImage::load(&worker).unwrap();
+    let limits = stream_sandbox::SpawnLimits::default();
+    let to_hello = |child: stream_sandbox::WorkerChild| {
+        let mut child = child;
+        assert!(child.read_line(Duration::from_secs(20)).unwrap().is_some());
+        child.kill();
+        child.wait(Duration::from_secs(20)).unwrap();
+    };
+    let (mut by_path, mut by_image) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let t = Instant::now();
+        to_hello(stream_sandbox::spawn(&worker, &[], &limits).unwrap());
+        by_path.push(t.elapsed());
+        let t = Instant::now();
+        to_hello(stream_sandbox::spawn_image(&image, &[], &limits).unwrap());
+        by_image.push(t.elapsed());
+    }
+    let (path_median, image_median) = (median(by_path), median(by_image));
+    println!(
+        "worker spawn to hello: by path median {:.3} ms, from the sealed image median {:.3} ms (image / path {:.3}); worker {} bytes",
+        path_median.as_secs_f64() * 1e3,
+        image_median.as_secs_f64() * 1e3,
+        image_median.as_secs_f64() / path_median.as_secs_f64(),
+        image.len()
     );
 }

@@ -2,6 +2,7 @@
 //! HTTP request.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use stream_core::payload::RunFailureReason;
@@ -10,7 +11,9 @@ use stream_protocol::{
     BrokerRequest, BrokerResponse, MAX_FRAME_BYTES, Packet, ParentFrame, WorkerErrorCode,
     WorkerFrame, WorkerResult,
 };
-use stream_sandbox::{ChildIoError, Ended, Ending, Enforcement, NotEnforced, WorkerChild};
+use stream_sandbox::{
+    ChildIoError, Ended, Ending, Enforcement, NotEnforced, WorkerChild, WorkerImage,
+};
 
 use crate::http::{self, Secret};
 use crate::{ALLOW_UNENFORCED_FLAG, Broker, BrokerConfig};
@@ -139,6 +142,16 @@ pub enum AttemptError {
         /// How it ended.
         ending: Ending,
     },
+    /// The provider answered `status`, then the worker failed as `failure`
+    /// says (a bad exit after its result, a hang, a second request, …). The
+    /// one provider request of the attempt has been made.
+    #[error("provider answered {status}, then: {failure}")]
+    AfterResponse {
+        /// The HTTP status the parent received.
+        status: u16,
+        /// How the worker failed after it.
+        failure: Box<AttemptError>,
+    },
 }
 
 impl AttemptError {
@@ -167,6 +180,17 @@ impl AttemptError {
             Self::ProviderBodyTooLarge { .. }
             | Self::ProviderBodyNotUtf8 { .. }
             | Self::ResponseFrameTooLarge => R::ProviderMalformed,
+            Self::AfterResponse { failure, .. } => failure.reason(),
+        }
+    }
+
+    /// The HTTP status the parent received, when the provider answered
+    /// before the attempt failed.
+    pub fn provider_status(&self) -> Option<u16> {
+        if let Self::AfterResponse { status, .. } = self {
+            Some(*status)
+        } else {
+            None
         }
     }
 
@@ -296,6 +320,7 @@ impl Session {
 /// Phase 1: spawn, hello, verify, packet, the one request, its check.
 fn start(
     config: &BrokerConfig,
+    worker: &WorkerImage,
     packet: &Packet,
     expected: &serde_json::Value,
 ) -> Result<(Session, Enforcement), AttemptError> {
@@ -304,7 +329,7 @@ fn start(
     } else {
         vec![]
     };
-    let child = stream_sandbox::spawn(&config.worker, &args, &config.spawn)?;
+    let child = stream_sandbox::spawn_image(worker, &args, &config.spawn)?;
     let mut session = Session {
         child,
         wait: config.spawn.wall_clock,
@@ -426,8 +451,9 @@ async fn run_inner(broker: &Broker, packet: &Packet) -> Result<AttemptReport, At
 
     let packet_owned = packet.clone();
     let start_config = config.clone();
+    let worker = Arc::clone(&broker.worker);
     let (session, sandbox) =
-        blocking(move || start(&start_config, &packet_owned, &expected)).await?;
+        blocking(move || start(&start_config, &worker, &packet_owned, &expected)).await?;
 
     let exchange = http::perform(&broker.client, &config.base_url, api, &key, body).await;
     drop(key);
@@ -444,7 +470,12 @@ async fn run_inner(broker: &Broker, packet: &Packet) -> Result<AttemptReport, At
         }
     };
     let body_for_worker = response_body.clone();
-    let (result, worker) = blocking(move || finish(session, status, &body_for_worker)).await?;
+    let (result, worker) = blocking(move || finish(session, status, &body_for_worker))
+        .await
+        .map_err(|failure| AttemptError::AfterResponse {
+            status,
+            failure: Box::new(failure),
+        })?;
     Ok(AttemptReport {
         sandbox,
         status,

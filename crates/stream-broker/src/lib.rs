@@ -28,12 +28,16 @@ mod http;
 
 pub use attempt::{AttemptError, AttemptReport, Stage};
 pub use http::ANTHROPIC_VERSION;
+pub use stream_sandbox::ImageError;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use stream_core::Sha256Hex;
+
 use stream_protocol::{MAX_FRAME_BYTES, Packet};
-use stream_sandbox::{SpawnLimits, StderrMode};
+use stream_sandbox::{SpawnLimits, StderrMode, WorkerImage};
 
 /// The worker's development flag (mirrors `stream_worker::ALLOW_UNENFORCED_FLAG`).
 pub const ALLOW_UNENFORCED_FLAG: &str = "--allow-unenforced-sandbox";
@@ -41,7 +45,7 @@ pub const ALLOW_UNENFORCED_FLAG: &str = "--allow-unenforced-sandbox";
 /// How to run attempts.
 #[derive(Clone)]
 pub struct BrokerConfig {
-    /// The `thestream-worker` binary.
+    /// The `thestream-worker` binary, loaded once by [`Broker::new`].
     pub worker: PathBuf,
     /// Provider base URL (`https://api.openai.com/v1`, `https://api.anthropic.com`).
     pub base_url: String,
@@ -95,6 +99,9 @@ pub enum BrokerError {
     /// The HTTP client could not be built.
     #[error("HTTP client could not be built")]
     Client,
+    /// The worker binary could not be loaded and sealed.
+    #[error(transparent)]
+    Worker(#[from] stream_sandbox::ImageError),
     /// The named environment variable holds no usable key.
     #[error("environment variable {env} holds no API key")]
     CredentialMissing {
@@ -103,25 +110,44 @@ pub enum BrokerError {
     },
 }
 
-/// Runs attempts; holds the HTTP client (connection pool) and the config.
+/// Runs attempts; holds the HTTP client (connection pool), the worker
+/// binary sealed in memory with its hash, and the config.
 #[derive(Debug)]
 pub struct Broker {
     config: BrokerConfig,
     client: reqwest::Client,
+    worker: Arc<WorkerImage>,
+    worker_sha256: Sha256Hex,
 }
 
 impl Broker {
     /// Builds the HTTP client (rustls with ring, no redirects, no proxy, the
-    /// configured timeout) and checks that the key's variable is set.
+    /// configured timeout), checks that the key's variable is set, and loads
+    /// the worker binary once into a sealed memory file and hashes that copy:
+    /// every attempt executes exactly the bytes hashed, whatever happens to
+    /// the file on disk afterwards.
     pub fn new(config: BrokerConfig) -> Result<Self, BrokerError> {
         http::credential(&config.api_key_env)?;
         let client = http::client(config.http_timeout)?;
-        Ok(Self { config, client })
+        let worker = WorkerImage::load(&config.worker)?;
+        let worker_sha256 = stream_core::canon::sha256(&worker.contents()?);
+        Ok(Self {
+            config,
+            client,
+            worker: Arc::new(worker),
+            worker_sha256,
+        })
     }
 
     /// The configuration.
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    /// The SHA-256 of the worker binary every attempt executes (the bundle
+    /// id receipts name).
+    pub fn worker_sha256(&self) -> &Sha256Hex {
+        &self.worker_sha256
     }
 
     /// Runs one attempt of `packet` (see the crate doc). At most one HTTP

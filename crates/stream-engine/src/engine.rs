@@ -9,6 +9,7 @@ use stream_core::payload::{BotCommand, MessageReceived};
 use stream_core::{EventId, Sha256Hex, SourceName, StoredEvent};
 use stream_declarations::{DeclarationError, LoadedDeclaration};
 use stream_proposals::SettleError;
+use stream_sandbox::ImageError;
 use stream_store::{EventQuery, Store, StoreError};
 
 use crate::active::{ActiveDeclaration, ActiveError, ensure_active};
@@ -169,7 +170,6 @@ impl Engine {
         replies: LoadedDeclaration,
         active: ActiveDeclaration,
     ) -> Result<Self, EngineError> {
-        let worker_bundle = hash_worker(&settings.worker)?;
         let mut config = BrokerConfig::new(
             settings.worker.clone(),
             settings.provider.base_url.clone(),
@@ -177,7 +177,22 @@ impl Engine {
         );
         config.allow_unenforced = settings.allow_unenforced_sandbox;
         config.http_timeout = settings.provider_timeout;
-        let broker = Broker::new(config)?;
+        // The broker seals the worker in memory and hashes that copy: the
+        // bundle receipts name is the worker every attempt executes.
+        let broker = Broker::new(config).map_err(|e| match e {
+            BrokerError::Worker(ImageError::Read { path, kind }) => EngineError::Worker {
+                path: path.display().to_string(),
+                kind,
+            },
+            BrokerError::Worker(ImageError::NotAFile { path }) => EngineError::Worker {
+                path: path.display().to_string(),
+                kind: std::io::ErrorKind::InvalidInput,
+            },
+            other @ (BrokerError::Worker(ImageError::Seal { .. })
+            | BrokerError::Client
+            | BrokerError::CredentialMissing { .. }) => EngineError::Broker(other),
+        })?;
+        let worker_bundle = broker.worker_sha256().clone();
         tracing::info!(
             declaration = %active.consumer(),
             worker_bundle = %worker_bundle.short(12),

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use stream_broker::{AttemptError, AttemptReport};
 use stream_context::{ContextSpec, Snapshot};
 use stream_core::ids::derive_run_id;
 use stream_core::payload::{MessageReceived, ProposalKind, ProviderRef, RunFailureReason};
@@ -13,9 +14,10 @@ use stream_core::text::{BoundedText, Label};
 use stream_core::{SourceName, StoredEvent};
 use stream_declarations::tool_spec;
 use stream_memory::scan::{ScanLimits, scan_with_limits};
-use stream_proposals::settle::{FailedAttempt, RunFacts, Settlement, commit};
+use stream_proposals::settle::{FailedAttempt, RunFacts, Settlement, ValidatedCompletion, commit};
 use stream_proposals::validate::{AttemptEvidence, validate_completion};
 use stream_protocol::{ProviderSpec, ToolDef};
+use stream_provider::status_reason;
 use stream_store::{RunRow, RunStatus};
 
 use crate::engine::{Engine, EngineError, Settled, StageTimes};
@@ -42,13 +44,45 @@ enum Prepared {
     },
 }
 
-/// The reason a non-2xx provider status stands for, decided by the parent
-/// from what it saw, whatever the worker concluded.
-fn status_reason(status: u16) -> Option<RunFailureReason> {
-    match status {
-        200..=299 => None,
-        408 | 409 | 425 | 429 | 500..=599 => Some(RunFailureReason::ProviderTransient),
-        _ => Some(RunFailureReason::ProviderRejected),
+/// A failed attempt as the parent judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Failure {
+    reason: RunFailureReason,
+    retryable: bool,
+}
+
+/// The parent's verdict on one attempt, from what it saw itself; the one
+/// home of the retry rule. A non-2xx status is judged by
+/// `stream_provider::status_reason`; once the provider answered 2xx, no
+/// failure is retryable, whatever the worker reported or however it ended,
+/// so a worker can never cause a second provider request.
+fn verdict(
+    attempted: Result<AttemptReport, AttemptError>,
+    validate: impl FnOnce(&AttemptReport) -> Result<ValidatedCompletion, RunFailureReason>,
+) -> Result<ValidatedCompletion, Failure> {
+    let transient_or_final = |reason: RunFailureReason| Failure {
+        reason,
+        retryable: reason.is_transient(),
+    };
+    match attempted {
+        Ok(report) => match status_reason(report.status) {
+            Some(reason) => Err(transient_or_final(reason)),
+            None => validate(&report).map_err(|reason| Failure {
+                reason,
+                retryable: false,
+            }),
+        },
+        Err(error) => Err(match error.provider_status().map(status_reason) {
+            // The provider refused: its status decides, not the worker.
+            Some(Some(reason)) => transient_or_final(reason),
+            // The provider answered 2xx and the worker failed after it.
+            Some(None) => Failure {
+                reason: error.reason(),
+                retryable: false,
+            },
+            // No answer yet (spawn, sandbox, request check, network).
+            None => transient_or_final(error.reason()),
+        }),
     }
 }
 
@@ -259,27 +293,28 @@ impl Engine {
                 &tool_def,
                 self.store.as_ref(),
             ) {
-                Ok(packet) => self
-                    .broker
-                    .run_attempt(&packet)
-                    .await
-                    .map_err(|e| e.reason()),
-                Err(_) => Err(RunFailureReason::SnapshotInvalid),
+                Ok(packet) => Some(self.broker.run_attempt(&packet).await),
+                Err(_) => None,
             };
             stages.attempt += started.elapsed();
             let settling = Instant::now();
-            let outcome = attempted.and_then(|report| match status_reason(report.status) {
-                Some(reason) => Err(reason),
-                None => validate_completion(
-                    &snapshot,
-                    AttemptEvidence {
-                        api: self.settings.provider.api,
-                        status: report.status,
-                        body: &report.body,
-                        worker: &report.result,
-                    },
-                ),
-            });
+            let outcome = match attempted {
+                Some(attempted) => verdict(attempted, |report| {
+                    validate_completion(
+                        &snapshot,
+                        AttemptEvidence {
+                            api: self.settings.provider.api,
+                            status: report.status,
+                            body: &report.body,
+                            worker: &report.result,
+                        },
+                    )
+                }),
+                None => Err(Failure {
+                    reason: RunFailureReason::SnapshotInvalid,
+                    retryable: false,
+                }),
+            };
             match outcome {
                 Ok(completion) => {
                     let settlement = Settlement::assemble(&facts, &completion)?;
@@ -296,8 +331,8 @@ impl Engine {
                     );
                     return Ok(Settled::Completed);
                 }
-                Err(reason) => {
-                    let is_final = !reason.is_transient() || attempts >= self.settings.max_attempts;
+                Err(Failure { reason, retryable }) => {
+                    let is_final = !retryable || attempts >= self.settings.max_attempts;
                     let failed = FailedAttempt::assemble(&facts, reason, is_final)?;
                     if is_final {
                         self.give_up(&failed, trigger, msg)?;
@@ -325,6 +360,89 @@ impl Engine {
                     .await;
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use RunFailureReason as R;
+    use stream_broker::Stage;
+
+    fn after(status: u16, failure: AttemptError) -> AttemptError {
+        AttemptError::AfterResponse {
+            status,
+            failure: Box::new(failure),
+        }
+    }
+
+    /// A worker failure after a 2xx is final; before any answer, or after a
+    /// transient status, it may be retried.
+    #[test]
+    fn verdict_of_failed_attempts_table() {
+        // The worker's output ends without a result (an early exit).
+        let bad_exit = || AttemptError::WorkerExited {
+            stage: Stage::Result,
+        };
+        let hang = || AttemptError::WorkerTimeout {
+            stage: Stage::Result,
+        };
+        let rows: Vec<(&str, AttemptError, R, bool)> = vec![
+            (
+                "bad exit after 200",
+                after(200, bad_exit()),
+                R::WorkerFailed,
+                false,
+            ),
+            (
+                "hang after 200",
+                after(200, hang()),
+                R::WorkerTimeout,
+                false,
+            ),
+            (
+                "second request after 200",
+                after(200, AttemptError::SecondRequest),
+                R::SecondRequest,
+                false,
+            ),
+            (
+                "bad exit after 503",
+                after(503, bad_exit()),
+                R::ProviderTransient,
+                true,
+            ),
+            (
+                "bad exit after 400",
+                after(400, bad_exit()),
+                R::ProviderRejected,
+                false,
+            ),
+            (
+                "provider timeout",
+                AttemptError::ProviderTimeout,
+                R::ProviderTransient,
+                true,
+            ),
+            (
+                "hang before the request",
+                AttemptError::WorkerTimeout {
+                    stage: Stage::Request,
+                },
+                R::WorkerTimeout,
+                true,
+            ),
+            (
+                "request mismatch",
+                AttemptError::RequestMismatch,
+                R::RequestMismatch,
+                false,
+            ),
+        ];
+        for (name, error, reason, retryable) in rows {
+            let judged = verdict(Err(error), |_| Err(R::InvalidOutput));
+            assert_eq!(judged.err(), Some(Failure { reason, retryable }), "{name}");
         }
     }
 }

@@ -132,14 +132,32 @@ fn args_reason(problem: ArgsProblem) -> Reason {
 }
 
 /// Validates one attempt's completion against its snapshot.
+///
+/// A worker that rejected the completion does not choose the reason: the
+/// parent judges the body itself and records its own reason, or
+/// `result-mismatch` when it finds nothing wrong with the body. Every reason
+/// this returns for a 2xx answer is final (none is transient), so a worker
+/// can never make the engine ask the provider again.
 pub fn validate_completion(
     snapshot: &Snapshot,
     seen: AttemptEvidence<'_>,
 ) -> Result<ValidatedCompletion, Reason> {
-    let worker = match seen.worker {
-        WorkerResult::Completed(c) => c,
-        WorkerResult::Rejected { reason } => return Err(*reason),
-    };
+    match seen.worker {
+        WorkerResult::Completed(c) => judge(snapshot, seen, Some(c)),
+        WorkerResult::Rejected { .. } => match judge(snapshot, seen, None) {
+            Ok(_) => Err(Reason::ResultMismatch),
+            Err(own) => Err(own),
+        },
+    }
+}
+
+/// The parent's own judgment of the body; with the worker's completion,
+/// also that the two say the same.
+fn judge(
+    snapshot: &Snapshot,
+    seen: AttemptEvidence<'_>,
+    worker: Option<&Completion>,
+) -> Result<ValidatedCompletion, Reason> {
     if !(200..300).contains(&seen.status) {
         return Err(Reason::ResultMismatch);
     }
@@ -159,7 +177,9 @@ pub fn validate_completion(
     {
         return Err(Reason::MalformedCall);
     }
-    matches_response(&parsed, worker)?;
+    if let Some(worker) = worker {
+        matches_response(&parsed, worker)?;
+    }
     // Whitespace-only visible text is no text: Telegram refuses it as
     // empty, so it must not become a reply.
     let text = match parsed.texts.first().filter(|t| !t.trim().is_empty()) {

@@ -14,6 +14,8 @@
 //! either parsed or marked as not JSON, usage and the finish reason. Provider
 //! error bodies yield only a sanitized error code ([`parse_error_body`]).
 //!
+//! [`status_reason`] is the one rule from an HTTP status to a failure reason.
+//!
 //! This crate does no I/O, holds no credentials and knows no URLs beyond the
 //! path each wire format posts to ([`endpoint_path`]). It does not validate
 //! tool arguments: that is the worker's and the parent's job.
@@ -25,12 +27,14 @@ mod compat;
 mod history;
 pub mod openai;
 mod parsed;
+mod status;
 
 pub use history::BuildError;
 pub use parsed::{
     FinishReason, ParseError, ParsedCompletion, ParsedToolCall, ProviderErrorCode, ToolArguments,
     Usage,
 };
+pub use status::status_reason;
 
 use stream_core::payload::ProviderApi;
 use stream_protocol::Packet;

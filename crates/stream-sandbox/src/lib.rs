@@ -14,7 +14,9 @@
 //!   seccomp unless the development switch is on (and then logs loudly on every
 //!   call); [`spawn`] starts the worker with an empty environment, only fds 0–2,
 //!   piped stdin/stdout, a wall-clock deadline and an output cap, and returns a
-//!   [`WorkerChild`] to talk to it one bounded line at a time.
+//!   [`WorkerChild`] to talk to it one bounded line at a time;
+//!   [`spawn_image`] does the same from a [`WorkerImage`], the binary sealed
+//!   in memory once so that the worker executed is the worker hashed.
 //!
 //! Read [`enter`], [`Enforcement`] and [`WorkerChild`] first. The stages and
 //! why they come in this order are documented on [`enter`].
@@ -30,6 +32,7 @@ compile_error!("stream-sandbox supports Linux only");
 
 mod enforcement;
 mod enter;
+mod image;
 mod policy;
 mod spawn;
 mod sys;
@@ -39,7 +42,9 @@ pub use enforcement::{
     RlimitReport, SeccompArch, SeccompReport, SeccompStatus, verify,
 };
 pub use enter::{SandboxError, enter};
+pub use image::{ImageError, WorkerImage};
 pub use policy::Policy;
 pub use spawn::{
     ChildIoError, Ended, Ending, SpawnError, SpawnLimits, StderrMode, WorkerChild, spawn,
+    spawn_image,
 };

@@ -22,6 +22,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::image::WorkerImage;
 use crate::sys;
 
 /// What happens to the child's stderr.
@@ -253,8 +254,30 @@ pub fn spawn(
     args: &[&OsStr],
     limits: &SpawnLimits,
 ) -> Result<WorkerChild, SpawnError> {
+    start(Instant::now(), Command::new(binary), args, limits)
+}
+
+/// [`spawn`] from a sealed [`WorkerImage`]: the child executes the image's
+/// descriptor (its `argv[0]` is the file it was loaded from), never a path
+/// on disk.
+pub fn spawn_image(
+    image: &WorkerImage,
+    args: &[&OsStr],
+    limits: &SpawnLimits,
+) -> Result<WorkerChild, SpawnError> {
     let started = Instant::now();
-    let mut command = Command::new(binary);
+    let (exec, arg0) = image.exec_path();
+    let mut command = Command::new(exec);
+    command.arg0(arg0);
+    start(started, command, args, limits)
+}
+
+fn start(
+    started: Instant,
+    mut command: Command,
+    args: &[&OsStr],
+    limits: &SpawnLimits,
+) -> Result<WorkerChild, SpawnError> {
     command
         .args(args)
         .env_clear()

@@ -122,3 +122,32 @@ pub(crate) fn wait4(pid: libc::pid_t) -> Result<(i32, libc::rusage), i32> {
         }
     }
 }
+
+/// `memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC)`: an
+/// anonymous file that can be sealed and executed. Kernels before 6.3 do not
+/// know `MFD_EXEC` (there every memfd is executable): retried without it.
+pub(crate) fn memfd_create_sealable(name: &std::ffi::CStr) -> Result<OwnedFd, i32> {
+    let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    for flags in [base | libc::MFD_EXEC, base] {
+        // SAFETY: a valid NUL-terminated name and integer flags.
+        let rc = unsafe { libc::memfd_create(name.as_ptr(), flags) };
+        if rc >= 0 {
+            // SAFETY: the kernel just returned this new descriptor; we are its
+            // only owner.
+            return Ok(unsafe { OwnedFd::from_raw_fd(rc) });
+        }
+        let e = errno();
+        if e != libc::EINVAL {
+            return Err(e);
+        }
+    }
+    Err(libc::EINVAL)
+}
+
+/// Seals a memfd against every change: no write, no resize, no new seal.
+pub(crate) fn seal_all(fd: RawFd) -> Result<(), i32> {
+    let seals = libc::F_SEAL_WRITE | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: F_ADD_SEALS with integer flags on a descriptor the caller owns.
+    let rc = unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) };
+    if rc == -1 { Err(errno()) } else { Ok(()) }
+}

@@ -8,7 +8,9 @@
 //! `result-before-request`, `mismatch-model`, `mismatch-tool-choice`,
 //! `choose-compat` (the request shaped for another server), `flood` (one endless line), `hang` (waits for input that never comes),
 //! `second-request` (after the response), `double-request` (two requests
-//! back to back), `extra-after-result`.
+//! back to back), `extra-after-result`, `transient-after-response` (reports
+//! `provider-transient` whatever the provider answered), `exit-1-after-result`
+//! (a real worker's valid result, then exit code 1).
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -71,8 +73,13 @@ fn main() -> ExitCode {
         let _ = out.write_all(b"Hello, parent! This is not a frame.\n");
         return ExitCode::FAILURE;
     }
-    send(&mut out, &hello(report));
     let mut input = std::io::stdin().lock();
+    if mode == "exit-1-after-result" {
+        let _ = stream_worker::serve(&mut input, &mut out, report);
+        let _ = out.flush();
+        return ExitCode::FAILURE;
+    }
+    send(&mut out, &hello(report));
     let Some(packet) = read_packet(&mut input) else {
         return ExitCode::FAILURE;
     };
@@ -132,6 +139,16 @@ fn main() -> ExitCode {
             send(&mut out, &good);
             send(&mut out, &good);
             let _ = read_frame::<_, ParentFrame>(&mut input, MAX_FRAME_BYTES);
+        }
+        "transient-after-response" => {
+            send(&mut out, &good);
+            let _ = read_frame::<_, ParentFrame>(&mut input, MAX_FRAME_BYTES);
+            send(
+                &mut out,
+                &WorkerFrame::Result(WorkerResult::Rejected {
+                    reason: stream_core::payload::RunFailureReason::ProviderTransient,
+                }),
+            );
         }
         "second-request" | "extra-after-result" => {
             send(&mut out, &good);

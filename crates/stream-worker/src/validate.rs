@@ -125,20 +125,9 @@ impl<'p> PreparedPacket<'p> {
     }
 }
 
-/// The reason a non-2xx status stands for, or `None` for 2xx. The parent
-/// decides retries from the status it saw itself.
-pub fn classify_status(status: u16) -> Option<RunFailureReason> {
-    match status {
-        200..=299 => None,
-        408 | 429 | 500..=599 => Some(RunFailureReason::ProviderTransient),
-        300..=499 => Some(RunFailureReason::ProviderRejected),
-        _ => Some(RunFailureReason::ProviderMalformed),
-    }
-}
-
 /// The worker's result for the provider's answer: status, parse, capture rules.
 pub fn evaluate_response(prepared: &PreparedPacket<'_>, response: &BrokerResponse) -> WorkerResult {
-    if let Some(reason) = classify_status(response.status) {
+    if let Some(reason) = stream_provider::status_reason(response.status) {
         return WorkerResult::Rejected { reason };
     }
     if response.body.len() > MAX_PROVIDER_BODY_BYTES {

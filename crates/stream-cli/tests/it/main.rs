@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod activation;
+mod attempt;
 mod common;
 mod conversation;
 mod decisions;

@@ -282,13 +282,30 @@ fn the_parent_refuses_what_the_worker_or_provider_got_wrong() {
             ),
             R::MalformedCall,
         ),
+        // The parent classifies a rejection itself: the worker's reason is never recorded.
         (
-            "worker rejected",
+            "worker rejected a body the parent finds valid",
             body(None, &ok_calls),
             WorkerResult::Rejected {
                 reason: R::TooManyCalls,
             },
-            R::TooManyCalls,
+            R::ResultMismatch,
+        ),
+        (
+            "worker claims provider-transient after a 200",
+            body(Some("hi"), &[]),
+            WorkerResult::Rejected {
+                reason: R::ProviderTransient,
+            },
+            R::ResultMismatch,
+        ),
+        (
+            "worker rejected a body the parent also rejects",
+            body(None, &[memory(vec![unadmitted.clone()])]),
+            WorkerResult::Rejected {
+                reason: R::ProviderTransient,
+            },
+            R::CapabilityEscape,
         ),
         (
             "unparseable body",

@@ -5,7 +5,7 @@ use stream_core::payload::{RunFailureReason as R, ThinkingMarker};
 use stream_protocol::{CallResult, OutputMode, Packet, WorkerResult};
 use stream_provider::ParsedCompletion;
 use stream_worker::validate::{
-    MAX_ARGUMENT_BYTES, PacketError, PreparedPacket, classify_status, validate_completion,
+    MAX_ARGUMENT_BYTES, PacketError, PreparedPacket, validate_completion,
 };
 
 use crate::common::*;
@@ -470,26 +470,6 @@ fn thinking_is_marked_and_never_carried() {
         panic!("rejected");
     };
     assert_eq!(done.thinking, ThinkingMarker::None);
-}
-
-#[test]
-fn statuses_map_to_provider_reasons() {
-    for (status, expected) in [
-        (200, None),
-        (204, None),
-        (301, Some(R::ProviderRejected)),
-        (400, Some(R::ProviderRejected)),
-        (401, Some(R::ProviderRejected)),
-        (404, Some(R::ProviderRejected)),
-        (408, Some(R::ProviderTransient)),
-        (429, Some(R::ProviderTransient)),
-        (500, Some(R::ProviderTransient)),
-        (529, Some(R::ProviderTransient)),
-        (100, Some(R::ProviderMalformed)),
-        (600, Some(R::ProviderMalformed)),
-    ] {
-        assert_eq!(classify_status(status), expected, "{status}");
-    }
 }
 
 #[test]
