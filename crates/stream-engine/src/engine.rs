@@ -61,6 +61,10 @@ pub enum EngineError {
     /// An installed declaration could not be loaded to follow an activation.
     #[error(transparent)]
     Cooperation(#[from] crate::cooperation::CooperationError),
+    /// Shutdown came during a retry backoff; the run stays pending with its
+    /// attempts recorded, and the next serve goes on with it.
+    #[error("interrupted by shutdown during a retry backoff")]
+    Interrupted,
 }
 
 /// What one pass of the consumer did.
@@ -106,6 +110,8 @@ pub struct Engine {
     pub(crate) broker: Broker,
     pub(crate) worker_bundle: Sha256Hex,
     pub(crate) telegram: SourceName,
+    /// Ends a retry backoff early when it turns `true` (serve's shutdown).
+    pub(crate) stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -144,6 +150,12 @@ impl Engine {
     /// the registry's), for the same Telegram source, with the worker bundle
     /// hashed anew.
     pub fn follow(&self, active: &ActiveDeclaration) -> Result<Self, EngineError> {
+        let mut next = self.follow_files(active)?;
+        next.stop = self.stop.clone();
+        Ok(next)
+    }
+
+    fn follow_files(&self, active: &ActiveDeclaration) -> Result<Self, EngineError> {
         let (conversation, installed) = load_installed(self.store.as_ref(), active)?;
         if installed.context.telegram_source != self.telegram {
             return Err(EngineError::Unservable {
@@ -192,7 +204,32 @@ impl Engine {
             broker,
             worker_bundle,
             telegram,
+            stop: None,
         })
+    }
+
+    /// Makes retry backoffs end early (with [`EngineError::Interrupted`])
+    /// once `stop` turns `true`.
+    pub(crate) fn stop_on(&mut self, stop: tokio::sync::watch::Receiver<bool>) {
+        self.stop = Some(stop);
+    }
+
+    /// Sleeps `wait`; `true` when stopped first.
+    pub(crate) async fn pause(&self, wait: std::time::Duration) -> bool {
+        let stopped = async {
+            let stopped = match self.stop.clone() {
+                Some(mut rx) => rx.wait_for(|s| *s).await.is_ok(),
+                None => false,
+            };
+            if !stopped {
+                // No serve to stop it (or its sender is gone): sleep on.
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => false,
+            () = stopped => true,
+        }
     }
 
     /// The Telegram source the consumer reads.
