@@ -424,3 +424,48 @@ async fn axum_serve(
         .await
         .map_err(|e| ServeError::Webhook(e.kind()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With `join!` a dead ingress went unnoticed until shutdown; now the
+    /// first task to end stops the others and is an error.
+    #[tokio::test]
+    async fn a_dead_ingress_task_ends_serve_with_an_error() {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks: JoinSet<(&'static str, Result<(), ServeError>)> = JoinSet::new();
+        tasks.spawn(async { ("ingress", Ok(())) });
+        let rx = stop_rx.clone();
+        tasks.spawn(async move {
+            stopped(rx).await;
+            ("delivery", Ok(()))
+        });
+        let ended = tokio::time::timeout(
+            Duration::from_secs(10),
+            supervise(tasks, stop_tx, std::future::pending()),
+        )
+        .await;
+        assert!(
+            matches!(ended, Ok(Err(ServeError::TaskEnded { task: "ingress" }))),
+            "{ended:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn shutdown_stops_every_task_and_is_not_an_error() {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks: JoinSet<(&'static str, Result<(), ServeError>)> = JoinSet::new();
+        for task in ["ingress", "delivery"] {
+            let rx = stop_rx.clone();
+            tasks.spawn(async move {
+                stopped(rx).await;
+                (task, Ok(()))
+            });
+        }
+        let ended =
+            tokio::time::timeout(Duration::from_secs(10), supervise(tasks, stop_tx, async {}))
+                .await;
+        assert!(matches!(ended, Ok(Ok(()))), "{ended:?}");
+    }
+}
