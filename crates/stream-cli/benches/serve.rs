@@ -5,7 +5,8 @@
 //! 1 spawn of /bin/true and 3 loopback HTTP round trips); a burst of 30
 //! messages per message; and an idle serve's CPU time and context switches
 //! over 10 s, read from /proc. `cargo bench -p stream-cli --bench serve
-//! [-- TURNS]`. Figures only; nothing here asserts a time.
+//! [-- TURNS]`
+//! (`SERVE_BENCH_THESTREAM=PATH` measures another build). Figures only; nothing here asserts a time.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -108,7 +109,12 @@ fn main() {
         .filter_map(|a| a.parse().ok())
         .next()
         .unwrap_or(30);
-    let thestream = stream_testkit::bin::binary("stream-cli", "thestream").unwrap();
+    // SERVE_BENCH_THESTREAM names another build to compare (e.g. a copy of
+    // the binary before a change).
+    let thestream = match std::env::var_os("SERVE_BENCH_THESTREAM") {
+        Some(path) => path.into(),
+        None => stream_testkit::bin::binary("stream-cli", "thestream").unwrap(),
+    };
     let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
     let stack = Stack::start(&thestream, &worker, ProviderApi::OpenaiChat).unwrap();
     let mut serve = stack
