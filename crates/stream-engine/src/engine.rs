@@ -112,6 +112,8 @@ pub struct Engine {
     pub(crate) telegram: SourceName,
     /// Ends a retry backoff early when it turns `true` (serve's shutdown).
     pub(crate) stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Bumped after each trigger is settled (serve's delivery waits on it).
+    pub(crate) settled: Option<crate::serve::signal::Commits>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -152,6 +154,7 @@ impl Engine {
     pub fn follow(&self, active: &ActiveDeclaration) -> Result<Self, EngineError> {
         let mut next = self.follow_files(active)?;
         next.stop = self.stop.clone();
+        next.settled = self.settled.clone();
         Ok(next)
     }
 
@@ -205,6 +208,7 @@ impl Engine {
             worker_bundle,
             telegram,
             stop: None,
+            settled: None,
         })
     }
 
@@ -212,6 +216,12 @@ impl Engine {
     /// once `stop` turns `true`.
     pub(crate) fn stop_on(&mut self, stop: tokio::sync::watch::Receiver<bool>) {
         self.stop = Some(stop);
+    }
+
+    /// Bumps `settled` after each trigger is settled, so that delivery
+    /// wakes for new outputs only (not for every commit).
+    pub(crate) fn signal_settled(&mut self, settled: crate::serve::signal::Commits) {
+        self.settled = Some(settled);
     }
 
     /// Sleeps `wait`; `true` when stopped first.
@@ -292,6 +302,9 @@ impl Engine {
                     match self.handle(event, &mut stages).await? {
                         Settled::Completed => report.completed += 1,
                         Settled::Failed => report.failed += 1,
+                    }
+                    if let Some(settled) = &self.settled {
+                        settled.bump();
                     }
                     report.stages.add(stages);
                 }

@@ -4,9 +4,9 @@
 //! and every pending delivery, then returns. Without it, it runs until the
 //! shutdown future completes, as separate tasks woken by what they wait
 //! for ([`signal`]): every commit made through the serve's store (an
-//! admitted update, a settled run, a receipt) wakes the consumer and
-//! delivery at once, and a one-second check of the store's data version
-//! wakes them for another process's commits. No task polls on a short
+//! admitted update above all) wakes the consumer at once, every settled
+//! trigger wakes delivery at once, and a one-second check of the store's
+//! data version wakes both for another process's commits. No task polls on a short
 //! tick. The consumer runs on its own thread (it blocks on SQLite, the
 //! context scan and hashing); delivery never waits for it, so a run in
 //! retry backoff delays no other output. A task that ends before shutdown
@@ -276,8 +276,9 @@ async fn consume(
     }
 }
 
-/// Delivery: a pass at every wake-up, until `stop`; failed sends are tried
-/// again after a growing wait (or at the next commit).
+/// Delivery: a pass whenever a trigger is settled (or another process
+/// committed), until `stop`; failed sends are tried again after a growing
+/// wait (or at the next settlement).
 async fn delivery(
     ingress: Arc<Ingress>,
     mut commits: watch::Receiver<u64>,
@@ -353,8 +354,12 @@ pub async fn run(
                 .spawn(async move { ("ingress", axum_serve(listener, router, stopped(rx)).await) });
         }
     }
+    // Delivery wakes when a trigger is settled (not at every commit: a
+    // burst of admitted updates would make it rescan once per update).
+    let settled = Commits::new();
     let mut engine = engine;
     engine.stop_on(stop_rx.clone());
+    engine.signal_settled(settled.clone());
     let follower = Follower::new(engine)?;
     {
         let (commits, stop) = (commits.subscribe(), stop_rx.clone());
@@ -367,14 +372,15 @@ pub async fn run(
         });
     }
     {
-        let delivered = delivery(Arc::clone(&ingress), commits.subscribe(), stop_rx.clone());
+        let delivered = delivery(Arc::clone(&ingress), settled.subscribe(), stop_rx.clone());
         tasks.spawn(async move { ("delivery", delivered.await) });
     }
     {
         let store = Arc::clone(ingress.store());
         let rx = stop_rx.clone();
         tasks.spawn(async move {
-            watch_foreign_commits(store, commits, FOREIGN_COMMIT_CHECK, stopped(rx)).await;
+            let wake = vec![commits, settled];
+            watch_foreign_commits(store, wake, FOREIGN_COMMIT_CHECK, stopped(rx)).await;
             ("commit watcher", Ok(()))
         });
     }

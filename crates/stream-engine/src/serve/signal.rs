@@ -26,11 +26,17 @@ use tokio::sync::watch;
 /// committed (issue 11: no busy loop, at least a second).
 pub const FOREIGN_COMMIT_CHECK: Duration = Duration::from_secs(1);
 
-/// The sending side: bumped after every commit.
-#[derive(Debug, Clone)]
+/// The sending side of a wake-up signal (every commit, or every settled
+/// trigger).
+#[derive(Debug, Clone, Default)]
 pub struct Commits(Arc<watch::Sender<u64>>);
 
 impl Commits {
+    /// A new signal.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// Signals that something was committed.
     pub fn bump(&self) {
         self.0.send_modify(|n| *n = n.wrapping_add(1));
@@ -58,8 +64,7 @@ impl Signalling {
     /// Wraps `inner`; everything committed through the result bumps the
     /// returned [`Commits`].
     pub fn wrap(inner: Arc<dyn Store>) -> (Arc<dyn Store>, Commits) {
-        let (tx, _) = watch::channel(0);
-        let commits = Commits(Arc::new(tx));
+        let commits = Commits::new();
         let store = Arc::new(Self {
             inner,
             commits: commits.clone(),
@@ -187,13 +192,13 @@ impl Tx for SignallingTx<'_> {
     }
 }
 
-/// Bumps `commits` whenever the store's data version moved since the last
+/// Bumps every signal of `wake` whenever the store's data version moved since the last
 /// check, i.e. when another process committed (our own commits were
 /// signalled already; the extra wake-up they cause here is one cheap pass).
 /// Runs until the store fails to answer `stop` completes.
 pub async fn watch_foreign_commits(
     store: Arc<dyn Store>,
-    commits: Commits,
+    wake: Vec<Commits>,
     every: Duration,
     stop: impl std::future::Future<Output = ()>,
 ) {
@@ -216,7 +221,7 @@ pub async fn watch_foreign_commits(
             Err(_) => continue,
         };
         if last.is_some_and(|l| l != now) {
-            commits.bump();
+            wake.iter().for_each(Commits::bump);
         }
         last = Some(now);
     }
