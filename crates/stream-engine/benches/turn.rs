@@ -88,9 +88,10 @@ fn main() {
         retry_backoff: Duration::from_millis(10),
         provider_timeout: Duration::from_secs(30),
     };
-    let (ingress, engine) = runtime
+    let connected = runtime
         .block_on(connect(Arc::clone(&store), settings))
         .unwrap();
+    let (ingress, engine) = (connected.ingress, connected.engine);
 
     let mut ingress_t = Vec::new();
     let (mut snapshot_t, mut attempt_t, mut settle_t) = (Vec::new(), Vec::new(), Vec::new());

@@ -62,6 +62,10 @@ pub enum EngineError {
     /// An installed declaration could not be loaded to follow an activation.
     #[error(transparent)]
     Cooperation(#[from] crate::cooperation::CooperationError),
+    /// Shutdown came during a retry backoff; the run stays pending with its
+    /// attempts recorded, and the next serve goes on with it.
+    #[error("interrupted by shutdown during a retry backoff")]
+    Interrupted,
 }
 
 /// What one pass of the consumer did.
@@ -107,6 +111,10 @@ pub struct Engine {
     pub(crate) broker: Broker,
     pub(crate) worker_bundle: Sha256Hex,
     pub(crate) telegram: SourceName,
+    /// Ends a retry backoff early when it turns `true` (serve's shutdown).
+    pub(crate) stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Bumped after each trigger is settled (serve's delivery waits on it).
+    pub(crate) settled: Option<crate::serve::signal::Commits>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -145,6 +153,13 @@ impl Engine {
     /// the registry's), for the same Telegram source, with the worker bundle
     /// hashed anew.
     pub fn follow(&self, active: &ActiveDeclaration) -> Result<Self, EngineError> {
+        let mut next = self.follow_files(active)?;
+        next.stop = self.stop.clone();
+        next.settled = self.settled.clone();
+        Ok(next)
+    }
+
+    fn follow_files(&self, active: &ActiveDeclaration) -> Result<Self, EngineError> {
         let (conversation, installed) = load_installed(self.store.as_ref(), active)?;
         if installed.context.telegram_source != self.telegram {
             return Err(EngineError::Unservable {
@@ -207,7 +222,39 @@ impl Engine {
             broker,
             worker_bundle,
             telegram,
+            stop: None,
+            settled: None,
         })
+    }
+
+    /// Makes retry backoffs end early (with [`EngineError::Interrupted`])
+    /// once `stop` turns `true`.
+    pub(crate) fn stop_on(&mut self, stop: tokio::sync::watch::Receiver<bool>) {
+        self.stop = Some(stop);
+    }
+
+    /// Bumps `settled` after each trigger is settled, so that delivery
+    /// wakes for new outputs only (not for every commit).
+    pub(crate) fn signal_settled(&mut self, settled: crate::serve::signal::Commits) {
+        self.settled = Some(settled);
+    }
+
+    /// Sleeps `wait`; `true` when stopped first.
+    pub(crate) async fn pause(&self, wait: std::time::Duration) -> bool {
+        let stopped = async {
+            let stopped = match self.stop.clone() {
+                Some(mut rx) => rx.wait_for(|s| *s).await.is_ok(),
+                None => false,
+            };
+            if !stopped {
+                // No serve to stop it (or its sender is gone): sleep on.
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => false,
+            () = stopped => true,
+        }
     }
 
     /// The Telegram source the consumer reads.
@@ -270,6 +317,9 @@ impl Engine {
                     match self.handle(event, &mut stages).await? {
                         Settled::Completed => report.completed += 1,
                         Settled::Failed => report.failed += 1,
+                    }
+                    if let Some(settled) = &self.settled {
+                        settled.bump();
                     }
                     report.stages.add(stages);
                 }

@@ -351,13 +351,14 @@ impl Engine {
                         return Ok(Settled::Failed);
                     }
                     let factor = 1u32 << (attempts - 1).min(6);
-                    tokio::time::sleep(
-                        self.settings
-                            .retry_backoff
-                            .saturating_mul(factor)
-                            .min(Duration::from_secs(60)),
-                    )
-                    .await;
+                    let wait = self
+                        .settings
+                        .retry_backoff
+                        .saturating_mul(factor)
+                        .min(Duration::from_secs(60));
+                    if self.pause(wait).await {
+                        return Err(EngineError::Interrupted);
+                    }
                 }
             }
         }

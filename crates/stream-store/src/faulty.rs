@@ -133,6 +133,10 @@ impl<S: Store> Store for FaultyStore<S> {
             owner: self,
         }))
     }
+
+    fn data_version(&self) -> Result<u64, StoreError> {
+        self.inner.data_version()
+    }
 }
 
 impl<S: Store> Tx for FaultyTx<'_, S> {

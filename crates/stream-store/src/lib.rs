@@ -266,6 +266,12 @@ pub trait Store: Read + Send + Sync {
     /// processes included) within the backend's busy timeout.
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError>;
 
+    /// A cheap counter that differs from its last value when anything was
+    /// committed since, by this process or another (SQLite's
+    /// `PRAGMA data_version` on the reading connection). Lets a long-lived
+    /// reader notice another process's writes without re-reading rows.
+    fn data_version(&self) -> Result<u64, StoreError>;
+
     /// Appends one event in its own transaction.
     fn append(&self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
         let mut tx = self.begin()?;

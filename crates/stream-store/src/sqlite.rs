@@ -612,6 +612,15 @@ impl Store for SqliteStore {
             finished: false,
         }))
     }
+
+    fn data_version(&self) -> Result<u64, StoreError> {
+        // The reader never writes, so every commit (the writer connection's
+        // included) changes its data_version.
+        lock(&self.reader)
+            .query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
+            .map(|v| v.unsigned_abs())
+            .map_err(backend)
+    }
 }
 
 /// An open `BEGIN IMMEDIATE` transaction on the writer connection.

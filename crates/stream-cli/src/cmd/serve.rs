@@ -111,7 +111,10 @@ fn failure(e: ServeError) -> Failure {
         | ServeError::Engine(EngineError::Unservable { .. }) => Failure::usage(e),
         ServeError::Engine(EngineError::Store(s)) => s.into(),
         ServeError::Engine(_)
-        | ServeError::Telegram(_)
+        | ServeError::Api(_)
+        | ServeError::Ingress(_)
+        | ServeError::Delivery(_)
+        | ServeError::TaskEnded { .. }
         | ServeError::Webhook(_)
         | ServeError::Cooperation(_) => Failure::runtime(e),
     }
@@ -141,9 +144,9 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
         .build()
         .map_err(|e| Failure::runtime(anyhow!("cannot start the runtime: {e}")))?;
     runtime.block_on(async {
-        let (ingress, engine) = connect(store, settings.clone()).await.map_err(failure)?;
+        let connected = connect(store, settings.clone()).await.map_err(failure)?;
         if args.drain {
-            let report = drain(&ingress, &engine, &settings).await.map_err(failure)?;
+            let report = drain(connected, &settings).await.map_err(failure)?;
             println!(
                 "drained: {} updates stored, {} messages handled ({} runs completed, {} failed), {} replies delivered",
                 report.stored,
@@ -154,7 +157,7 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
             );
             Ok(())
         } else {
-            run_forever(ingress, engine, settings, shutdown_signal()).await.map_err(failure)
+            run_forever(connected, settings, shutdown_signal()).await.map_err(failure)
         }
     })
 }

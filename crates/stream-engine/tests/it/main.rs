@@ -7,6 +7,7 @@
 
 mod activation;
 mod common;
+mod serve;
 
 use stream_declarations::LoadedDeclaration;
 use stream_engine::active::{ActiveError, active, ensure_active};

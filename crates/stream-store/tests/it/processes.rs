@@ -185,3 +185,26 @@ fn sigkill_during_commits_is_all_or_nothing() {
         assert_eq!(progress.seq, head, "progress and events disagree");
     }
 }
+
+/// `serve` notices another process's commits (a CLI decision, `activate`)
+/// by this counter on a slow timer; it must move with every commit of
+/// another connection and with our own, and stay put otherwise.
+#[test]
+fn data_version_moves_with_commits_of_any_connection_and_only_then() {
+    let (store, path, _dir) = temp_store();
+    let other = SqliteStore::open(&path).unwrap();
+    let v0 = store.data_version().unwrap();
+    assert_eq!(store.data_version().unwrap(), v0, "no commit, no change");
+    other
+        .append(&event("test:a", "k1", json!({"n": 1})))
+        .unwrap();
+    let v1 = store.data_version().unwrap();
+    assert_ne!(v1, v0, "another connection's commit");
+    store
+        .append(&event("test:a", "k2", json!({"n": 2})))
+        .unwrap();
+    let v2 = store.data_version().unwrap();
+    assert_ne!(v2, v1, "our own writer's commit");
+    let _ = store.events(&EventQuery::default()).unwrap();
+    assert_eq!(store.data_version().unwrap(), v2, "reads change nothing");
+}

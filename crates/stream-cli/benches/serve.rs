@@ -1,0 +1,191 @@
+//! A running `thestream serve` end to end, the real binaries against the
+//! loopback Bot API (long polling) and an instant scripted provider: the
+//! time from an update becoming available to its `sendMessage`, median and
+//! p90, against a floor measured in the same run (2 fsync'd SQLite commits,
+//! 1 spawn of /bin/true and 3 loopback HTTP round trips); a burst of 30
+//! messages per message; and an idle serve's CPU time and context switches
+//! over 10 s, read from /proc. `cargo bench -p stream-cli --bench serve
+//! [-- TURNS]`
+//! (`SERVE_BENCH_THESTREAM=PATH` measures another build). Figures only; nothing here asserts a time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{Read, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use stream_core::payload::ProviderApi;
+use stream_testkit::provider::{Reply, ScriptedCompletion};
+use stream_testkit::stack::{BOT_TOKEN, Stack};
+
+fn sends(stack: &Stack) -> usize {
+    stack.telegram.calls_of("sendMessage").len()
+}
+
+fn wait_sends(stack: &Stack, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sends(stack) < n {
+        assert!(Instant::now() < deadline, "no sendMessage");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+fn pct(v: &mut [Duration], p: usize) -> Duration {
+    v.sort();
+    v[(v.len() * p / 100).min(v.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// CPU ticks (utime + stime) and context switches of all tasks of `pid`.
+fn usage(pid: u32) -> (u64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    let mut switches = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let status =
+            std::fs::read_to_string(task.unwrap().path().join("status")).unwrap_or_default();
+        for line in status.lines() {
+            if line.starts_with("voluntary_ctxt_switches")
+                || line.starts_with("nonvoluntary_ctxt_switches")
+            {
+                switches += line
+                    .split_whitespace()
+                    .last()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap();
+            }
+        }
+    }
+    (ticks, switches)
+}
+
+fn floor(stack: &Stack) -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = rusqlite::Connection::open(dir.path().join("floor.db")).unwrap();
+    raw.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)").unwrap();
+    let commit = |i: i64| {
+        raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+        raw.execute(
+            "INSERT OR REPLACE INTO t (k, v) VALUES (?1, zeroblob(256))",
+            [i],
+        )
+        .unwrap();
+        raw.execute_batch("COMMIT").unwrap();
+    };
+    let addr = stack.telegram.addr();
+    let round_trip = || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "GET /bot{BOT_TOKEN}/getMe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+    };
+    let mut v: Vec<Duration> = (0..30)
+        .map(|i| {
+            let t = Instant::now();
+            commit(2 * i);
+            commit(2 * i + 1);
+            std::process::Command::new("/bin/true").status().unwrap();
+            for _ in 0..3 {
+                round_trip();
+            }
+            t.elapsed()
+        })
+        .collect();
+    pct(&mut v, 50)
+}
+
+fn main() {
+    let turns: usize = std::env::args()
+        .filter_map(|a| a.parse().ok())
+        .next()
+        .unwrap_or(30);
+    // SERVE_BENCH_THESTREAM names another build to compare (e.g. a copy of
+    // the binary before a change).
+    let thestream = match std::env::var_os("SERVE_BENCH_THESTREAM") {
+        Some(path) => path.into(),
+        None => stream_testkit::bin::binary("stream-cli", "thestream").unwrap(),
+    };
+    let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    let stack = Stack::start(&thestream, &worker, ProviderApi::OpenaiChat).unwrap();
+    let mut serve = stack
+        .command(&["serve"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = serve.id();
+    // Warm-up turn (also waits for readiness).
+    stack
+        .provider
+        .push(Reply::completion(ScriptedCompletion::text("warm")));
+    stack.say("warm up");
+    wait_sends(&stack, 1);
+
+    let mut latency = Vec::new();
+    for i in 0..turns {
+        stack
+            .provider
+            .push(Reply::completion(ScriptedCompletion::text("instant")));
+        let before = sends(&stack);
+        let t = Instant::now();
+        stack.say(&format!("turn {i}"));
+        wait_sends(&stack, before + 1);
+        latency.push(t.elapsed());
+    }
+
+    let before = sends(&stack);
+    for _ in 0..30 {
+        stack
+            .provider
+            .push(Reply::completion(ScriptedCompletion::text("burst")));
+    }
+    let t = Instant::now();
+    for i in 0..30 {
+        stack.say(&format!("burst {i}"));
+    }
+    wait_sends(&stack, before + 30);
+    let burst = t.elapsed() / 30;
+
+    std::thread::sleep(Duration::from_secs(1));
+    let (ticks0, switches0) = usage(pid);
+    std::thread::sleep(Duration::from_secs(10));
+    let (ticks1, switches1) = usage(pid);
+    let floor = floor(&stack);
+    let _ = serve.kill();
+    let _ = serve.wait();
+
+    let hz = 100.0; // USER_HZ on Linux
+    let (median, p90) = (pct(&mut latency, 50), pct(&mut latency, 90));
+    println!("serve end to end, {turns} turns, loopback long polling, instant provider");
+    println!(
+        "floor (2 fsync'd commits + 1 spawn + 3 loopback HTTP round trips): {:.2} ms",
+        ms(floor)
+    );
+    println!(
+        "update -> sendMessage: median {:.2} ms ({:.1}x floor), p90 {:.2} ms ({:.1}x floor)",
+        ms(median),
+        median.as_secs_f64() / floor.as_secs_f64(),
+        ms(p90),
+        p90.as_secs_f64() / floor.as_secs_f64()
+    );
+    println!(
+        "burst of 30: {:.2} ms per message ({:.1}x floor)",
+        ms(burst),
+        burst.as_secs_f64() / floor.as_secs_f64()
+    );
+    println!(
+        "idle 10 s: CPU {:.0} ms, {:.1} context switches/s",
+        (ticks1 - ticks0) as f64 / hz * 1e3,
+        (switches1 - switches0) as f64 / 10.0
+    );
+}

@@ -1,0 +1,289 @@
+//! Wake-ups of a running `serve`: every commit made through the serve's
+//! store is signalled at once to the tasks that wait for new work, and a
+//! slow timer on [`Store::data_version`] notices commits made by another
+//! process (a CLI decision, `thestream activate`).
+//!
+//! Why `data_version` on a timer rather than inotify on the WAL file: it
+//! needs no new dependency and no file-system assumption (a WAL that is
+//! checkpointed, truncated or replaced is still seen), one `PRAGMA` on an
+//! idle connection costs microseconds, and the only cross-process writes
+//! a running serve must follow (activation's control rows, decisions that
+//! shape the next turn) tolerate a second of delay.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use stream_core::{
+    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent, VersionId,
+};
+use stream_store::{
+    AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
+    Tx, VersionRow,
+};
+use tokio::sync::watch;
+
+/// How often a running serve asks the store whether another process
+/// committed (issue 11: no busy loop, at least a second).
+pub const FOREIGN_COMMIT_CHECK: Duration = Duration::from_secs(1);
+
+/// The sending side of a wake-up signal (every commit, or every settled
+/// trigger).
+#[derive(Debug, Clone, Default)]
+pub struct Commits(Arc<watch::Sender<u64>>);
+
+impl Commits {
+    /// A new signal.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Signals that something was committed.
+    pub fn bump(&self) {
+        self.0.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that wakes at the next commit.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.0.subscribe()
+    }
+}
+
+/// A store that signals every commit made through it.
+pub struct Signalling {
+    inner: Arc<dyn Store>,
+    commits: Commits,
+}
+
+impl std::fmt::Debug for Signalling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signalling").finish_non_exhaustive()
+    }
+}
+
+impl Signalling {
+    /// Wraps `inner`; everything committed through the result bumps the
+    /// returned [`Commits`].
+    pub fn wrap(inner: Arc<dyn Store>) -> (Arc<dyn Store>, Commits) {
+        let commits = Commits::new();
+        let store = Arc::new(Self {
+            inner,
+            commits: commits.clone(),
+        });
+        (store, commits)
+    }
+}
+
+macro_rules! delegate_read {
+    ($ty:ty, $s:ident => $inner:expr) => {
+        impl Read for $ty {
+            fn event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
+                let $s = self;
+                $inner.event(id)
+            }
+            fn events(&self, query: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
+                let $s = self;
+                $inner.events(query)
+            }
+            fn source_head(&self, source: &SourceName) -> Result<u64, StoreError> {
+                let $s = self;
+                $inner.source_head(source)
+            }
+            fn sources(&self) -> Result<Vec<SourceName>, StoreError> {
+                let $s = self;
+                $inner.sources()
+            }
+            fn run(&self, id: &RunId) -> Result<Option<RunRow>, StoreError> {
+                let $s = self;
+                $inner.run(id)
+            }
+            fn runs_with_status(&self, status: RunStatus) -> Result<Vec<RunRow>, StoreError> {
+                let $s = self;
+                $inner.runs_with_status(status)
+            }
+            fn progress(&self, consumer: &str) -> Result<Option<Progress>, StoreError> {
+                let $s = self;
+                $inner.progress(consumer)
+            }
+            fn control(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+                let $s = self;
+                $inner.control(key)
+            }
+            fn document(&self, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
+                let $s = self;
+                $inner.document(id)
+            }
+            fn documents(&self, source: &SourceName) -> Result<Vec<DocumentRow>, StoreError> {
+                let $s = self;
+                $inner.documents(source)
+            }
+            fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
+                let $s = self;
+                $inner.version(id)
+            }
+            fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
+                let $s = self;
+                $inner.blob(sha256)
+            }
+        }
+    };
+}
+
+delegate_read!(Signalling, s => s.inner);
+delegate_read!(SignallingTx<'_>, t => t.inner);
+
+impl Store for Signalling {
+    fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        Ok(Box::new(SignallingTx {
+            inner: self.inner.begin()?,
+            commits: &self.commits,
+        }))
+    }
+
+    fn data_version(&self) -> Result<u64, StoreError> {
+        self.inner.data_version()
+    }
+}
+
+struct SignallingTx<'a> {
+    inner: Box<dyn Tx + 'a>,
+    commits: &'a Commits,
+}
+
+impl Tx for SignallingTx<'_> {
+    fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
+        self.inner.append(event)
+    }
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
+        self.inner.put_blob(bytes)
+    }
+    fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError> {
+        self.inner.put_run(run)
+    }
+    fn set_progress(&mut self, consumer: &str, progress: &Progress) -> Result<(), StoreError> {
+        self.inner.set_progress(consumer, progress)
+    }
+    fn set_control(&mut self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+        self.inner.set_control(key, value)
+    }
+    fn ensure_document(
+        &mut self,
+        id: &DocumentId,
+        source: &SourceName,
+        path: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.ensure_document(id, source, path)
+    }
+    fn insert_version(&mut self, version: &VersionRow) -> Result<(), StoreError> {
+        self.inner.insert_version(version)
+    }
+    fn set_current_version(
+        &mut self,
+        doc: &DocumentId,
+        version: &VersionId,
+    ) -> Result<(), StoreError> {
+        self.inner.set_current_version(doc, version)
+    }
+    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        let commits = self.commits;
+        self.inner.commit()?;
+        // Signalled after the commit, so a woken task reads what it wakes for.
+        commits.bump();
+        Ok(())
+    }
+}
+
+/// Bumps every signal of `wake` whenever the store's data version moved since the last
+/// check, i.e. when another process committed (our own commits were
+/// signalled already; the extra wake-up they cause here is one cheap pass).
+/// Runs until the store fails to answer `stop` completes.
+pub async fn watch_foreign_commits(
+    store: Arc<dyn Store>,
+    wake: Vec<Commits>,
+    every: Duration,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let mut stop = std::pin::pin!(stop);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = None;
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        let probe = Arc::clone(&store);
+        let now = match tokio::task::spawn_blocking(move || probe.data_version()).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "store data version unreadable; retrying");
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if last.is_some_and(|l| l != now) {
+            wake.iter().for_each(Commits::bump);
+        }
+        last = Some(now);
+    }
+}
+
+/// A growing wait between failed passes: 250 ms doubling to 30 s, reset
+/// by a pass that succeeds.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    failures: u32,
+}
+
+impl Backoff {
+    /// A pass succeeded.
+    pub fn reset(&mut self) {
+        self.failures = 0;
+    }
+
+    /// A pass failed: how long to wait before the next one.
+    pub fn failed(&mut self) -> Duration {
+        let wait = Duration::from_millis(250)
+            .saturating_mul(1 << self.failures.min(7))
+            .min(Duration::from_secs(30));
+        self.failures = self.failures.saturating_add(1);
+        wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stream_store::SqliteStore;
+
+    #[test]
+    fn a_commit_through_the_wrapper_is_signalled_and_a_rollback_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        let (store, commits) = Signalling::wrap(Arc::new(sqlite));
+        let mut rx = commits.subscribe();
+        rx.borrow_and_update();
+        {
+            let mut tx = store.begin().unwrap();
+            tx.set_control("k", &serde_json::json!(1)).unwrap();
+            // Dropped: rolled back.
+        }
+        assert!(!rx.has_changed().unwrap_or(true), "a rollback wakes no one");
+        let mut tx = store.begin().unwrap();
+        tx.set_control("k", &serde_json::json!(2)).unwrap();
+        tx.commit().unwrap();
+        assert!(rx.has_changed().unwrap_or(false), "a commit wakes");
+        assert_eq!(store.control("k").unwrap(), Some(serde_json::json!(2)));
+    }
+
+    #[test]
+    fn backoff_grows_to_its_cap_and_resets() {
+        let mut b = Backoff::default();
+        let waits: Vec<u128> = (0..10).map(|_| b.failed().as_millis()).collect();
+        assert_eq!(
+            waits,
+            [250, 500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+        );
+        b.reset();
+        assert_eq!(b.failed(), Duration::from_millis(250));
+    }
+}
