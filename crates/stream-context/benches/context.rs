@@ -20,8 +20,8 @@ use stream_core::*;
 use stream_store::{Read, RunRow, RunStatus, SqliteStore, Store, Tx, VersionRow};
 
 /// Stores a built snapshot the way the engine does.
-fn store_snapshot(tx: &mut dyn Tx, _id: &SnapshotId, bytes: &[u8]) {
-    tx.put_blob(bytes).unwrap();
+fn store_snapshot(tx: &mut dyn Tx, id: &SnapshotId, bytes: &[u8]) {
+    tx.put_snapshot(id, bytes).unwrap();
 }
 
 const AGENT: &str = "telegram-conversation";
@@ -212,6 +212,13 @@ fn snapshots_per_turn() {
         per_turn / 1024.0,
         text_per_turn / 1024.0,
         per_turn / text_per_turn
+    );
+    let u = store.usage().unwrap();
+    println!(
+        "  of which snapshot parts {:.1} KiB/turn ({} parts), events {:.1} KiB/turn (row bytes, before indexes)",
+        u.snapshot_part_bytes as f64 / 1024.0 / TURNS as f64,
+        u.snapshot_parts,
+        u.event_bytes as f64 / 1024.0 / TURNS as f64,
     );
     for (what, samples) in [("build", builds), ("store", stores), ("retry-load", loads)] {
         println!(

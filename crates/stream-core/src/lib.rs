@@ -17,6 +17,7 @@ pub mod canon;
 pub mod event;
 pub mod ids;
 pub mod literal;
+pub mod parts;
 pub mod payload;
 pub mod text;
 
