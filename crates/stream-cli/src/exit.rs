@@ -62,9 +62,11 @@ impl From<StoreError> for Failure {
             StoreError::Corrupt { .. }
             | StoreError::ForeignDatabase { .. }
             | StoreError::NewerSchema { .. } => Self::Usage(e.into()),
-            StoreError::Missing { .. } | StoreError::InvalidRow { .. } | StoreError::Backend(_) => {
-                Self::Runtime(e.into())
-            }
+            StoreError::Missing { .. }
+            | StoreError::InvalidRow { .. }
+            | StoreError::SnapshotHash { .. }
+            | StoreError::SnapshotPart { .. }
+            | StoreError::Backend(_) => Self::Runtime(e.into()),
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use rusqlite::Connection;
-use rusqlite::backup::Backup;
+use rusqlite::backup::{Backup, StepResult};
 
 use crate::StoreError;
 use crate::sqlite::{SqliteStore, backend};
@@ -106,9 +106,23 @@ impl SqliteStore {
         let mut dest = Connection::open(into).map_err(backend)?;
         self.with_reader(|c| {
             let backup = Backup::new(c, &mut dest).map_err(backend)?;
-            backup
-                .run_to_completion(-1, std::time::Duration::ZERO, None)
-                .map_err(backend)
+            // All pages in one step: one read transaction, one consistent
+            // state. A busy or locked source is retried within the timeout.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                match backup.step(-1).map_err(backend)? {
+                    StepResult::Done => return Ok(()),
+                    StepResult::More | StepResult::Busy | StepResult::Locked
+                        if std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    StepResult::More | StepResult::Busy | StepResult::Locked => {
+                        return Err(StoreError::Backend("backup: source stayed busy".into()));
+                    }
+                    _ => return Err(StoreError::Backend("backup: unexpected step".into())),
+                }
+            }
         })?;
         dest.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
             .map_err(backend)?;

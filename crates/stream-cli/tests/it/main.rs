@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod activation;
+mod backup;
 mod common;
 mod conversation;
 mod decisions;
