@@ -2,10 +2,14 @@
 //!
 //! A document's canonical bytes are cut into parts: every value whose
 //! canonical encoding is at least [`MIN_PART_BYTES`] long is stored once, as
-//! its own part, and its parent holds a reference in its place. A part is
-//! `thestream-part/1 N\n`, then N lines `OFFSET SHA256\n`, then its literal
-//! bytes; each reference is inserted at its offset into the literal. Equal
-//! values make equal parts, so documents sharing a value share its part.
+//! its own part, and its parent holds a reference in its place. A long array
+//! is cut into runs of elements whose ends depend on the elements' content,
+//! so a list that slides (a transcript window) shares most of its runs. A
+//! part is `tsp1`, a little-endian `u32` count N, N references (a `u32`
+//! offset and the 32 raw bytes of a SHA-256), then its literal bytes; each
+//! reference is inserted at its offset into the literal. Equal values make
+//! equal parts, so documents sharing a value share its part. Parts stay
+//! small enough (about 1 KiB) to live inside an SQLite page.
 //!
 //! [`join`] reassembles the exact bytes, checking every part against its
 //! hash; a caller checks the whole against the document's own id.
@@ -21,7 +25,16 @@ pub const MIN_PART_BYTES: usize = 192;
 /// References nest at most this deep.
 pub const MAX_DEPTH: usize = 32;
 
-const HEADER: &[u8] = b"thestream-part/1 ";
+/// An array longer than this (canonical bytes) is cut into runs.
+const MAX_INLINE_ARRAY: usize = 512;
+
+/// A run ends after an element whose hash says so once it holds this much,
+/// and always at [`RUN_MAX_BYTES`].
+const RUN_MIN_BYTES: usize = 160;
+const RUN_MAX_BYTES: usize = 768;
+
+const HEADER: &[u8] = b"tsp1";
+const REF_BYTES: usize = 4 + 32;
 
 /// A document cut into parts.
 #[derive(Debug)]
@@ -66,9 +79,27 @@ impl Node {
         self.len += bytes.len();
     }
 
+    fn empty() -> Self {
+        Self {
+            literal: Vec::new(),
+            refs: Vec::new(),
+            len: 0,
+        }
+    }
+
+    /// Bytes of this node's own part encoding.
+    fn encoded_len(&self) -> usize {
+        HEADER.len() + 4 + self.refs.len() * REF_BYTES + self.literal.len()
+    }
+
     fn child(&mut self, child: Node, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) {
+        let own_part = child.len >= MIN_PART_BYTES;
+        self.attach(child, own_part, parts);
+    }
+
+    fn attach(&mut self, child: Node, own_part: bool, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) {
         self.len += child.len;
-        if child.len >= MIN_PART_BYTES {
+        if own_part {
             let bytes = child.encode();
             let sha = sha256(&bytes);
             self.refs.push((self.literal.len(), sha.clone()));
@@ -84,36 +115,84 @@ impl Node {
     }
 
     fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.literal.len() + 24 + self.refs.len() * 72);
+        let mut out = Vec::with_capacity(self.encoded_len());
         out.extend_from_slice(HEADER);
-        out.extend_from_slice(self.refs.len().to_string().as_bytes());
-        out.push(b'\n');
+        out.extend_from_slice(&u32_le(self.refs.len()));
         for (at, sha) in &self.refs {
-            out.extend_from_slice(at.to_string().as_bytes());
-            out.push(b' ');
-            out.extend_from_slice(sha.as_str().as_bytes());
-            out.push(b'\n');
+            out.extend_from_slice(&u32_le(*at));
+            out.extend_from_slice(&raw(sha));
         }
         out.extend_from_slice(&self.literal);
         out
     }
 }
 
+/// The 32 bytes a hex digest spells.
+fn raw(sha: &Sha256Hex) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    // A `Sha256Hex` is 64 lowercase hex digits by construction.
+    let _ = hex::decode_to_slice(sha.as_str(), &mut out);
+    out
+}
+
+/// Offsets and counts are bounded by the document cap, far below 4 GiB.
+fn u32_le(n: usize) -> [u8; 4] {
+    u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes()
+}
+
+/// Whether a run may end after `child`: a content-defined choice (about one
+/// element in four), so the same elements end runs in every document.
+fn ends_run(child: &Node) -> bool {
+    let mut bytes = child.literal.clone();
+    for (_, sha) in &child.refs {
+        bytes.extend_from_slice(sha.as_str().as_bytes());
+    }
+    matches!(
+        sha256(&bytes).as_str().as_bytes().first(),
+        Some(b'0'..=b'3')
+    )
+}
+
+/// The array's elements, cut into runs that become parts.
+fn runs(n: &mut Node, children: Vec<Node>, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) {
+    let mut run = Node::empty();
+    let last = children.len().saturating_sub(1);
+    for (i, child) in children.into_iter().enumerate() {
+        if !run.literal.is_empty() || !run.refs.is_empty() {
+            run.push(b",");
+        }
+        let end = ends_run(&child);
+        run.child(child, parts);
+        let size = run.encoded_len();
+        if i == last || size >= RUN_MAX_BYTES || (size >= RUN_MIN_BYTES && end) {
+            let done = std::mem::replace(&mut run, Node::empty());
+            n.attach(done, true, parts);
+            if i != last {
+                n.push(b",");
+            }
+        }
+    }
+}
+
 fn node(value: &Value, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) -> Result<Node, CanonError> {
-    let mut n = Node {
-        literal: Vec::new(),
-        refs: Vec::new(),
-        len: 0,
-    };
+    let mut n = Node::empty();
     match value {
         Value::Array(items) => {
+            let children = items
+                .iter()
+                .map(|item| node(item, parts))
+                .collect::<Result<Vec<_>, _>>()?;
+            let total: usize = children.iter().map(|c| c.len + 1).sum();
             n.push(b"[");
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    n.push(b",");
+            if total > MAX_INLINE_ARRAY && children.len() > 1 {
+                runs(&mut n, children, parts);
+            } else {
+                for (i, child) in children.into_iter().enumerate() {
+                    if i > 0 {
+                        n.push(b",");
+                    }
+                    n.child(child, parts);
                 }
-                let child = node(item, parts)?;
-                n.child(child, parts);
             }
             n.push(b"]");
         }
@@ -179,26 +258,25 @@ pub fn split(bytes: &[u8]) -> Split {
     }
 }
 
-/// One parsed part: literal bytes and where each reference goes.
+/// One parsed part: where each reference goes, and where the literal starts.
 fn parse(bytes: &[u8]) -> Option<(Vec<(usize, Sha256Hex)>, usize)> {
     let rest = bytes.strip_prefix(HEADER)?;
-    let line_end = |b: &[u8]| b.iter().position(|c| *c == b'\n');
-    let end = line_end(rest)?;
-    let count: usize = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
-    let mut at = HEADER.len() + end + 1;
-    let mut refs = Vec::with_capacity(count.min(4096));
-    for _ in 0..count {
-        let line = &bytes[at..];
-        let end = line_end(line)?;
-        let text = std::str::from_utf8(&line[..end]).ok()?;
-        let (offset, hash) = text.split_once(' ')?;
-        refs.push((offset.parse().ok()?, Sha256Hex::parse(hash).ok()?));
-        at += end + 1;
+    let word = |b: &[u8]| -> Option<usize> {
+        let w: [u8; 4] = b.get(..4)?.try_into().ok()?;
+        usize::try_from(u32::from_le_bytes(w)).ok()
+    };
+    let count = word(rest)?;
+    let table = rest.get(4..4 + count.checked_mul(REF_BYTES)?)?;
+    let start = HEADER.len() + 4 + table.len();
+    let literal_len = bytes.len() - start;
+    let mut refs = Vec::with_capacity(count);
+    for entry in table.chunks_exact(REF_BYTES) {
+        let digest: [u8; 32] = entry.get(4..)?.try_into().ok()?;
+        refs.push((word(entry)?, Sha256Hex::from_bytes(digest)));
     }
-    let literal_len = bytes.len() - at;
     let ordered = refs.windows(2).all(|w| w[0].0 <= w[1].0);
     let inside = refs.last().is_none_or(|(o, _)| *o <= literal_len);
-    (ordered && inside).then_some((refs, at))
+    (ordered && inside).then_some((refs, start))
 }
 
 /// Reassembles the document rooted at `root`, fetching parts by hash and
@@ -272,6 +350,24 @@ mod tests {
         let split = split(&bytes);
         assert!(split.parts.len() > 1, "long values became parts");
         assert_eq!(rejoin(&split), bytes);
+    }
+
+    #[test]
+    fn a_sliding_list_shares_most_of_its_runs_and_parts_stay_small() {
+        let ids: Vec<String> = (0..80).map(|i| sha256(&[i]).to_string()).collect();
+        let one = to_canonical_bytes(&serde_json::json!({"ids": ids[..60]})).unwrap();
+        let two = to_canonical_bytes(&serde_json::json!({"ids": ids[2..62]})).unwrap();
+        let (a, b) = (split(&one), split(&two));
+        assert_eq!(rejoin(&a), one);
+        assert_eq!(rejoin(&b), two);
+        let new: usize = b
+            .parts
+            .iter()
+            .filter(|p| !a.parts.contains(p))
+            .map(|(_, bytes)| bytes.len())
+            .sum();
+        assert!(new * 2 < two.len(), "{new} new bytes of {}", two.len());
+        assert!(b.parts.iter().all(|(_, p)| p.len() <= 1024));
     }
 
     #[test]
