@@ -5,7 +5,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 use stream_core::canon::sha256;
-use stream_core::parts::{JoinError, join, split};
+use stream_core::parts::{JoinError, join, join_unchecked, split};
 use stream_core::{Sha256Hex, SnapshotId};
 
 use crate::sqlite::{backend, read_blob};
@@ -72,15 +72,20 @@ pub(crate) fn read_snapshot(
     let root = Sha256Hex::parse(&root).map_err(|_| StoreError::InvalidRow {
         what: format!("snapshot {id}"),
     })?;
-    let bytes = join(&root, MAX_SNAPSHOT_BYTES, |sha| read_blob(c, sha)).map_err(|e| match e {
+    let refusal = |e| match e {
         JoinError::Missing(part) => fault(&part, PartFault::Missing),
         JoinError::Altered(part) => fault(&part, PartFault::Altered),
         JoinError::Malformed(part) => fault(&part, PartFault::Malformed),
         JoinError::TooLarge => fault(&root, PartFault::TooLarge),
         JoinError::Fetch(e) => e,
-    })?;
-    if sha256(&bytes).as_str() != id.as_str() {
-        return Err(fault(&root, PartFault::Altered));
+    };
+    // The whole is checked against the id, which no altered part can
+    // match; only then is each part hashed, to name the altered one.
+    let bytes =
+        join_unchecked(&root, MAX_SNAPSHOT_BYTES, |sha| read_blob(c, sha)).map_err(refusal)?;
+    if sha256(&bytes).as_str() == id.as_str() {
+        return Ok(Some(bytes));
     }
-    Ok(Some(bytes))
+    join(&root, MAX_SNAPSHOT_BYTES, |sha| read_blob(c, sha)).map_err(refusal)?;
+    Err(fault(&root, PartFault::Altered))
 }
