@@ -63,9 +63,11 @@ impl From<StoreError> for Failure {
             | StoreError::ForeignDatabase { .. }
             | StoreError::NewerSchema { .. }
             | StoreError::NotPrivate { .. } => Self::Usage(e.into()),
-            StoreError::Missing { .. } | StoreError::InvalidRow { .. } | StoreError::Backend(_) => {
-                Self::Runtime(e.into())
-            }
+            StoreError::Missing { .. }
+            | StoreError::InvalidRow { .. }
+            | StoreError::SnapshotHash { .. }
+            | StoreError::SnapshotPart { .. }
+            | StoreError::Backend(_) => Self::Runtime(e.into()),
         }
     }
 }

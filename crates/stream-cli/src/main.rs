@@ -61,6 +61,8 @@ enum Command {
     TelegramMenuRegister(cmd::telegram_menu_register::Args),
     /// Switch the conversation to another declaration version (recorded, resumable steps).
     Activate(cmd::activate::Args),
+    /// Copy the store consistently while serve may run (owner-only file).
+    Backup(cmd::backup::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -94,6 +96,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Scan(args) => cmd::scan::run(&ctx, args),
         Command::TelegramMenuRegister(args) => cmd::telegram_menu_register::run(&ctx, args),
         Command::Activate(args) => cmd::activate::run(&ctx, args),
+        Command::Backup(args) => cmd::backup::run(&ctx, args),
     }
 }
 

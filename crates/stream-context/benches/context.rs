@@ -1,23 +1,44 @@
-//! Context build time as history grows: 10^3, 10^4, 10^5 and 10^6 stored
-//! events (each turn is 4 events: message, output, completed-run receipt,
-//! delivery receipt). Prints the median build time per size and its ratio to
-//! the smallest size. `cargo bench -p stream-context [-- max_exponent]`.
+//! Two measurements. First, 60 turns with a 64 KiB `memory.md`: the median
+//! snapshot build, store and retry-load times, and the stored bytes per turn
+//! (WAL checkpointed) against the turn's own new text. Then context build
+//! time as history grows: 10^3, 10^4, 10^5 and 10^6 stored events (each turn
+//! is 4 events: message, output, completed-run receipt, delivery receipt),
+//! the median build time per size and its ratio to the smallest size.
+//! `cargo bench -p stream-context [-- max_exponent]`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use stream_context::{ContextSpec, build};
-use stream_core::ids::derive_run_id;
+use stream_context::{ContextSpec, Snapshot, build};
+use stream_core::ids::{derive_document_id, derive_run_id, derive_version_id};
 use stream_core::payload::*;
 use stream_core::text::{BoundedText, Label};
 use stream_core::*;
-use stream_store::{Read, RunRow, RunStatus, SqliteStore, Store};
+use stream_store::{Read, RunRow, RunStatus, SqliteStore, Store, Tx, VersionRow};
+
+/// Stores a built snapshot the way the engine does.
+fn store_snapshot(tx: &mut dyn Tx, id: &SnapshotId, bytes: &[u8]) {
+    tx.put_snapshot(id, bytes).unwrap();
+}
 
 const AGENT: &str = "telegram-conversation";
 
 fn turn_events(update: i64) -> (NewEvent, Vec<NewEvent>, RunRow) {
+    turn_events_with(
+        update,
+        format!("message number {update} with some ordinary length text"),
+        "a reply of ordinary length for the benchmark".into(),
+    )
+}
+
+fn turn_events_with(
+    update: i64,
+    message: String,
+    reply: String,
+) -> (NewEvent, Vec<NewEvent>, RunRow) {
     let telegram = SourceName::telegram(99);
     let agent = SourceName::agent(AGENT).unwrap();
     let msg = MessageReceived {
@@ -27,12 +48,7 @@ fn turn_events(update: i64) -> (NewEvent, Vec<NewEvent>, RunRow) {
         chat_type: PrivateChat,
         sender_id: 42,
         date: 1_790_000_000 + update,
-        text: Some(
-            BoundedText::new(format!(
-                "message number {update} with some ordinary length text"
-            ))
-            .unwrap(),
-        ),
+        text: Some(BoundedText::new(message).unwrap()),
         photo: None,
         reply_to_message_id: None,
         command: None,
@@ -46,7 +62,7 @@ fn turn_events(update: i64) -> (NewEvent, Vec<NewEvent>, RunRow) {
         trigger_event_id: msg.id.clone(),
         chat_id: 42,
         output_contract: OutputContract::ConversationText1,
-        text: BoundedText::new("a reply of ordinary length for the benchmark").unwrap(),
+        text: BoundedText::new(reply).unwrap(),
         origin: TextOrigin::Model,
         thinking: ThinkingMarker::None,
     };
@@ -100,7 +116,121 @@ fn spec() -> ContextSpec {
     }
 }
 
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// The store file's size after a WAL checkpoint.
+fn checkpointed_size(path: &Path) -> u64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    std::fs::metadata(path).unwrap().len()
+}
+
+/// 60 turns (400-character message, 500-character reply) with a 64 KiB
+/// `memory.md`: build, store and retry-load each turn's snapshot.
+fn snapshots_per_turn() {
+    const TURNS: i64 = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("turns.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let source = SourceName::fixed(SourceName::CONTEXT);
+    let doc = derive_document_id(source.as_str(), "memory.md").unwrap();
+    let memory: String = (0..)
+        .map(|i| format!("- remembered fact number {i} about the owner\n"))
+        .take_while({
+            let mut len = 0;
+            move |line: &String| {
+                len += line.len();
+                len <= 64 * 1024
+            }
+        })
+        .collect();
+    let mut tx = store.begin().unwrap();
+    tx.ensure_document(&doc, &source, "memory.md").unwrap();
+    let sha = tx.put_blob(memory.as_bytes()).unwrap();
+    let version = derive_version_id(&doc, &sha, None).unwrap();
+    tx.insert_version(&VersionRow {
+        id: version.clone(),
+        document_id: doc.clone(),
+        sha256: sha,
+        size: memory.len() as u64,
+        content_type: "text/markdown".into(),
+        previous_version: None,
+    })
+    .unwrap();
+    tx.set_current_version(&doc, &version).unwrap();
+    tx.commit().unwrap();
+    let before = checkpointed_size(&path);
+    let spec = spec();
+    let (mut builds, mut stores, mut loads) = (vec![], vec![], vec![]);
+    let mut own_text = 0usize;
+    for update in 1..=TURNS {
+        let message = format!("{update:03} {}", "m".repeat(396));
+        let reply = format!("{update:03} {}", "r".repeat(496));
+        own_text += message.len() + reply.len();
+        let (trigger, events, row) = turn_events_with(update, message, reply);
+        store.append(&trigger).unwrap();
+        let trigger = store.event(&trigger.id).unwrap().unwrap();
+        let start = Instant::now();
+        let snapshot = build(&store, &spec, &row.run_id, &trigger).unwrap();
+        builds.push(start.elapsed());
+        let start = Instant::now();
+        let (bytes, id) = snapshot.encode().unwrap();
+        let mut tx = store.begin().unwrap();
+        store_snapshot(tx.as_mut(), &id, &bytes);
+        tx.put_run(&RunRow {
+            snapshot_id: Some(id.clone()),
+            status: RunStatus::Pending,
+            ..row.clone()
+        })
+        .unwrap();
+        tx.commit().unwrap();
+        stores.push(start.elapsed());
+        let start = Instant::now();
+        let loaded = Snapshot::load(&store, &id).unwrap();
+        loads.push(start.elapsed());
+        assert_eq!(loaded, snapshot);
+        let mut tx = store.begin().unwrap();
+        for e in &events[1..] {
+            tx.append(e).unwrap();
+        }
+        tx.put_run(&RunRow {
+            snapshot_id: Some(id),
+            ..row
+        })
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let after = checkpointed_size(&path);
+    let per_turn = (after - before) as f64 / TURNS as f64;
+    let text_per_turn = own_text as f64 / TURNS as f64;
+    println!("{TURNS} turns, 64 KiB memory.md, 400 + 500 characters of new text a turn");
+    println!(
+        "  stored {:.1} KiB/turn against {:.1} KiB of new text ({:.0}x)",
+        per_turn / 1024.0,
+        text_per_turn / 1024.0,
+        per_turn / text_per_turn
+    );
+    let u = store.usage().unwrap();
+    println!(
+        "  of which snapshot parts {:.1} KiB/turn ({} parts), events {:.1} KiB/turn (row bytes, before indexes)",
+        u.snapshot_part_bytes as f64 / 1024.0 / TURNS as f64,
+        u.snapshot_parts,
+        u.event_bytes as f64 / 1024.0 / TURNS as f64,
+    );
+    for (what, samples) in [("build", builds), ("store", stores), ("retry-load", loads)] {
+        println!(
+            "  snapshot {what:<10} median {:>7.3} ms",
+            median(samples).as_secs_f64() * 1e3
+        );
+    }
+}
+
 fn main() {
+    snapshots_per_turn();
     let max_exp: u32 = std::env::args()
         .filter_map(|a| a.parse().ok())
         .next()

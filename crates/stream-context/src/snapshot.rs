@@ -6,7 +6,7 @@ use stream_core::canon::{canonical_sha256, sha256, to_canonical_bytes};
 use stream_core::payload::{CommandRef, CorrectionTarget, MemoryTarget, ProposalKind};
 use stream_core::text::Label;
 use stream_core::{EventId, Fingerprint, RunId, Sha256Hex, SnapshotId, SourceName, string_literal};
-use stream_store::Read;
+use stream_store::{PartFault, Read, StoreError};
 
 use crate::ContextError;
 
@@ -259,13 +259,26 @@ impl Snapshot {
         Ok(snapshot)
     }
 
-    /// Loads a stored snapshot by id and verifies it.
+    /// Loads a stored snapshot by id, reassembled from its content-addressed
+    /// parts, and verifies it; a missing or altered part is refused.
     pub fn load(store: &dyn Read, id: &SnapshotId) -> Result<Self, ContextError> {
-        let blob = Sha256Hex::parse(id.as_str())
-            .map_err(|_| ContextError::SnapshotMissing { id: id.clone() })?;
-        let bytes = store
-            .blob(&blob)?
-            .ok_or_else(|| ContextError::SnapshotMissing { id: id.clone() })?;
+        let invalid = |why| ContextError::SnapshotInvalid {
+            id: id.clone(),
+            why,
+        };
+        let bytes = match store.snapshot(id) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err(ContextError::SnapshotMissing { id: id.clone() }),
+            Err(StoreError::SnapshotPart { fault, .. }) => {
+                return Err(invalid(match fault {
+                    PartFault::Missing => "part missing",
+                    PartFault::Altered => "part altered",
+                    PartFault::Malformed => "part malformed",
+                    PartFault::TooLarge => "parts too large",
+                }));
+            }
+            Err(e) => return Err(e.into()),
+        };
         Self::decode(&bytes, id)
     }
 

@@ -20,6 +20,7 @@ pub mod event;
 pub mod ids;
 pub mod json;
 pub mod literal;
+pub mod parts;
 pub mod payload;
 pub mod text;
 

@@ -176,12 +176,12 @@ impl Engine {
             trigger,
         )?;
         let (bytes, id) = snapshot.encode()?;
+        let mut tx = self.store.begin()?;
+        tx.put_snapshot(&id, &bytes)?;
         let row = RunRow {
             snapshot_id: Some(id),
             ..run.clone()
         };
-        let mut tx = self.store.begin()?;
-        tx.put_blob(&bytes)?;
         tx.put_run(&row)?;
         tx.commit()?;
         Ok(Prepared::Ready {

@@ -115,7 +115,7 @@ impl Base {
         let snapshot = stream_context::build(&self.store, &spec(), &run_id, trigger).unwrap();
         let (bytes, snapshot_id) = snapshot.encode().unwrap();
         let mut tx = self.store.begin().unwrap();
-        tx.put_blob(&bytes).unwrap();
+        tx.put_snapshot(&snapshot_id, &bytes).unwrap();
         tx.put_run(&RunRow {
             run_id,
             agent_id: AGENT.into(),

@@ -42,6 +42,7 @@ macro_rules! conformance_suite {
             documents_versions_and_current_pointer,
             versions_are_immutable,
             blobs_are_content_addressed,
+            snapshots_round_trip_through_parts,
             payload_hash_must_match_bytes
         );
     };
@@ -497,4 +498,30 @@ pub fn payload_hash_must_match_bytes(store: &dyn Store) {
     e.payload = b"2".to_vec();
     assert!(store.append(&e).is_err());
     assert_eq!(store.source_head(&e.source).unwrap(), 0);
+}
+
+pub fn snapshots_round_trip_through_parts(store: &dyn Store) {
+    let memory = "canary-memory ".repeat(100);
+    let doc = |turn: u32| {
+        to_canonical_bytes(&json!({"memory": memory, "turn": turn, "list": [memory, turn]}))
+            .unwrap()
+    };
+    let (one, two) = (doc(1), doc(2));
+    let (id1, id2) = (
+        SnapshotId::from(sha256(&one)),
+        SnapshotId::from(sha256(&two)),
+    );
+    let mut tx = store.begin().unwrap();
+    tx.put_snapshot(&id1, &one).unwrap();
+    tx.put_snapshot(&id1, &one).unwrap();
+    tx.put_snapshot(&id2, &two).unwrap();
+    assert!(matches!(
+        tx.put_snapshot(&id1, &two),
+        Err(StoreError::SnapshotHash { .. })
+    ));
+    tx.commit().unwrap();
+    assert_eq!(store.snapshot(&id1).unwrap().unwrap(), one);
+    assert_eq!(store.snapshot(&id2).unwrap().unwrap(), two);
+    let absent = SnapshotId::from(sha256(b"absent"));
+    assert!(store.snapshot(&absent).unwrap().is_none());
 }

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use stream_core::{
-    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent, VersionId,
+    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent, VersionId,
 };
 
 use crate::{
@@ -119,6 +119,10 @@ macro_rules! delegate_read {
                 let $s = self;
                 $inner.blob(sha256)
             }
+            fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError> {
+                let $s = self;
+                $inner.snapshot(id)
+            }
         }
     };
 }
@@ -147,6 +151,10 @@ impl<S: Store> Tx for FaultyTx<'_, S> {
     fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
         self.owner.step()?;
         self.inner.put_blob(bytes)
+    }
+    fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
+        self.owner.step()?;
+        self.inner.put_snapshot(id, bytes)
     }
     fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError> {
         self.owner.step()?;

@@ -19,15 +19,20 @@
 pub mod conformance;
 #[cfg(feature = "conformance")]
 pub mod faulty;
+mod migrate;
+mod parts;
 mod private;
 mod rows;
 mod sqlite;
+mod usage;
 
+pub use migrate::SCHEMA_VERSION;
 pub use rows::*;
 pub use sqlite::SqliteStore;
+pub use usage::StoreUsage;
 
 use stream_core::{
-    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent, VersionId,
+    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent, VersionId,
 };
 
 /// Every way the store can refuse or fail. Carries ids and counts, never
@@ -91,6 +96,22 @@ pub enum StoreError {
     NotPrivate {
         /// The file.
         path: String,
+    },
+    /// Snapshot bytes given to store do not hash to their id.
+    #[error("snapshot {id} does not match its bytes")]
+    SnapshotHash {
+        /// The snapshot.
+        id: SnapshotId,
+    },
+    /// A stored snapshot does not reassemble from its parts.
+    #[error("snapshot {id}: part {part} is {fault}")]
+    SnapshotPart {
+        /// The snapshot.
+        id: SnapshotId,
+        /// The part's hash.
+        part: String,
+        /// What is wrong with it.
+        fault: PartFault,
     },
     /// The backend failed.
     #[error("store backend error: {0}")]
@@ -226,6 +247,10 @@ pub trait Read {
     fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError>;
     /// A blob's bytes.
     fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError>;
+    /// A snapshot's bytes, reassembled from its parts, each part and the
+    /// whole checked against its hash; a missing or altered part is
+    /// [`StoreError::SnapshotPart`].
+    fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError>;
 }
 
 /// A write transaction: everything in it commits together or not at all.
@@ -235,6 +260,10 @@ pub trait Tx: Read {
     fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError>;
     /// Stores bytes under their SHA-256 (idempotent).
     fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError>;
+    /// Stores snapshot bytes as content-addressed parts (parts shared with
+    /// stored snapshots are stored once); idempotent. Refuses bytes that do
+    /// not hash to `id`.
+    fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError>;
     /// Inserts or replaces a run row.
     fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError>;
     /// Sets a consumer's progress.

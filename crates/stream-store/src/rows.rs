@@ -91,3 +91,27 @@ pub struct VersionRow {
     /// The version it follows.
     pub previous_version: Option<VersionId>,
 }
+
+/// How a stored snapshot part failed to reassemble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartFault {
+    /// Not stored.
+    Missing,
+    /// Its bytes do not hash to its key (or the whole not to the id).
+    Altered,
+    /// It does not parse as a part.
+    Malformed,
+    /// It nests too deep or reassembles too large.
+    TooLarge,
+}
+
+impl std::fmt::Display for PartFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Missing => "missing",
+            Self::Altered => "altered",
+            Self::Malformed => "malformed",
+            Self::TooLarge => "too large",
+        })
+    }
+}

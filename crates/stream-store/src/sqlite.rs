@@ -8,86 +8,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 use stream_core::{
-    Authorship, DocumentId, EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent,
-    VersionId, canon::sha256,
+    Authorship, DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName,
+    StoredEvent, VersionId, canon::sha256,
 };
 
+use crate::migrate::{Budget, check_identity, migrate};
+use crate::parts::{put_snapshot, read_snapshot};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
     Tx, VersionRow,
 };
-
-/// `PRAGMA application_id` of a thestream store ("tStr").
-const APPLICATION_ID: i32 = 0x7453_7472;
-
-/// Schema migrations, applied in order at open. Index + 1 is the
-/// `user_version` after applying it. Never edit a shipped migration.
-const MIGRATIONS: &[&str] = &[
-    // 1: events, blobs, documents, runs, progress, controls.
-    r#"
-    CREATE TABLE events (
-        pos            INTEGER PRIMARY KEY AUTOINCREMENT,
-        id             TEXT NOT NULL UNIQUE,
-        source         TEXT NOT NULL,
-        seq            INTEGER NOT NULL,
-        type           TEXT NOT NULL,
-        version        INTEGER NOT NULL,
-        authorship     TEXT NOT NULL,
-        sensitive      INTEGER NOT NULL,
-        root           TEXT,
-        parent         TEXT,
-        payload        BLOB NOT NULL,
-        payload_sha256 TEXT NOT NULL,
-        recorded_at    INTEGER NOT NULL,
-        UNIQUE (source, seq)
-    );
-    CREATE INDEX events_by_type ON events (type, pos);
-    CREATE INDEX events_by_root ON events (root, pos);
-    CREATE INDEX events_by_parent ON events (parent, pos);
-    CREATE TABLE blobs (
-        sha256 TEXT PRIMARY KEY,
-        bytes  BLOB NOT NULL
-    ) WITHOUT ROWID;
-    CREATE TABLE documents (
-        doc_id          TEXT PRIMARY KEY,
-        source          TEXT NOT NULL,
-        path            TEXT NOT NULL,
-        current_version TEXT,
-        UNIQUE (source, path)
-    ) WITHOUT ROWID;
-    CREATE TABLE document_versions (
-        version_id   TEXT PRIMARY KEY,
-        doc_id       TEXT NOT NULL REFERENCES documents (doc_id),
-        sha256       TEXT NOT NULL REFERENCES blobs (sha256),
-        size         INTEGER NOT NULL,
-        content_type TEXT NOT NULL,
-        prev_version TEXT
-    ) WITHOUT ROWID;
-    CREATE TABLE runs (
-        pos           INTEGER PRIMARY KEY AUTOINCREMENT,
-        run_id        TEXT NOT NULL UNIQUE,
-        agent_id      TEXT NOT NULL,
-        agent_version INTEGER NOT NULL,
-        trigger_event TEXT NOT NULL,
-        status        TEXT NOT NULL,
-        attempts      INTEGER NOT NULL,
-        snapshot_id   TEXT
-    );
-    CREATE INDEX runs_by_status ON runs (status, pos);
-    CREATE TABLE progress (
-        consumer TEXT PRIMARY KEY,
-        source   TEXT NOT NULL,
-        seq      INTEGER NOT NULL
-    ) WITHOUT ROWID;
-    CREATE TABLE controls (
-        key   TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    ) WITHOUT ROWID;
-    "#,
-];
-
-/// The newest schema version this build knows.
-pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -99,11 +29,11 @@ pub struct SqliteStore {
     reader: Mutex<Connection>,
 }
 
-fn backend(e: rusqlite::Error) -> StoreError {
+pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
+pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
             path: path.display().to_string(),
@@ -148,7 +78,7 @@ impl SqliteStore {
         writer.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
         check_identity(path, &writer)?;
         configure(path, &writer)?;
-        migrate(path, &writer)?;
+        migrate(path, &writer, &Budget::OPEN)?;
         let reader = Connection::open_with_flags(path, flags).map_err(|e| classify(path, e))?;
         configure(path, &reader)?;
         Ok(Self {
@@ -162,56 +92,30 @@ impl SqliteStore {
     pub fn path(&self) -> &Path {
         &self.path
     }
-}
 
-/// Reads application id, schema version and table count; refuses what is
-/// not ours before any write.
-fn check_identity(path: &Path, conn: &Connection) -> Result<(), StoreError> {
-    let app_id: i32 = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(|e| classify(path, e))?;
-    let tables: i64 = conn
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .map_err(|e| classify(path, e))?;
-    let user_version: u32 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| classify(path, e))?;
-    if app_id == APPLICATION_ID {
-        if user_version > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema {
-                found: user_version,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        Ok(())
-    } else if app_id == 0 && tables == 0 && user_version == 0 {
-        Ok(())
-    } else {
-        Err(StoreError::ForeignDatabase {
-            path: path.display().to_string(),
-        })
+    /// Opens `path` and migrates it, but stops a data rewrite after
+    /// `transactions` committed transactions of `rows` rows each, as a kill
+    /// between two of them would. Returns whether the migration finished.
+    #[cfg(feature = "conformance")]
+    pub fn migrate_interrupted(
+        path: &Path,
+        rows: usize,
+        transactions: usize,
+    ) -> Result<bool, StoreError> {
+        let conn = Connection::open(path).map_err(|e| classify(path, e))?;
+        check_identity(path, &conn)?;
+        configure(path, &conn)?;
+        let budget = Budget {
+            rows,
+            transactions: Some(transactions),
+        };
+        Ok(migrate(path, &conn, &budget)? == crate::migrate::Done::Finished)
     }
-}
 
-fn migrate(path: &Path, conn: &Connection) -> Result<(), StoreError> {
-    conn.execute_batch("BEGIN IMMEDIATE")
-        .map_err(|e| classify(path, e))?;
-    let result = (|| {
-        // Re-read under the write lock: another process may have migrated.
-        let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-            conn.execute_batch(sql)?;
-            conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
-        }
-        conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
-        Ok::<_, rusqlite::Error>(())
-    })();
-    match result {
-        Ok(()) => conn.execute_batch("COMMIT").map_err(|e| classify(path, e)),
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(classify(path, e))
-        }
+    /// Runs `f` on the reader connection (statistics and backup read
+    /// through it while other connections write).
+    pub(crate) fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> T) -> T {
+        f(&lock(&self.reader))
     }
 }
 
@@ -534,14 +438,10 @@ fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, St
     .transpose()
 }
 
-fn read_blob(c: &Connection, sha: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
-    c.query_row(
-        "SELECT bytes FROM blobs WHERE sha256 = ?1",
-        [sha.as_str()],
-        |r| r.get(0),
-    )
-    .optional()
-    .map_err(backend)
+pub(crate) fn read_blob(c: &Connection, sha: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
+    c.prepare_cached("SELECT bytes FROM blobs WHERE sha256 = ?1")
+        .and_then(|mut s| s.query_row([sha.as_str()], |r| r.get(0)).optional())
+        .map_err(backend)
 }
 
 macro_rules! impl_read {
@@ -594,6 +494,10 @@ macro_rules! impl_read {
             fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
                 let $conn = self;
                 read_blob(&$get, sha256)
+            }
+            fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError> {
+                let $conn = self;
+                read_snapshot(&$get, id)
             }
         }
     };
@@ -701,6 +605,10 @@ impl Tx for SqliteTx<'_> {
             )
             .map_err(backend)?;
         Ok(sha)
+    }
+
+    fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
+        put_snapshot(&self.conn, id, bytes)
     }
 
     fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError> {

@@ -1,5 +1,6 @@
 //! `thestream events`: stored events, sensitive payloads redacted unless
 //! `--show-sensitive`. `--json` prints the envelope of DESIGN section 19.
+//! `--stats` prints what the store holds instead (`stats`).
 
 use std::io::Write as _;
 
@@ -26,6 +27,9 @@ pub struct Args {
     /// Print sensitive payloads too.
     #[arg(long)]
     show_sensitive: bool,
+    /// Print the store's size, event count and bytes by kind instead.
+    #[arg(long, conflicts_with_all = ["source", "event_type", "show_sensitive"])]
+    stats: bool,
 }
 
 fn recorded_at(ms: i64) -> String {
@@ -70,6 +74,9 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
         .transpose()
         .map_err(|e| Failure::usage(anyhow!("--source: {e}")))?;
     let store = super::open_store(&config)?;
+    if args.stats {
+        return super::stats::print(&store, args.json);
+    }
     let query = EventQuery {
         source,
         event_type: args.event_type,

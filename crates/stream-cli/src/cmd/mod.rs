@@ -1,6 +1,7 @@
 //! One module per command: its clap `Args` and its `run`.
 
 pub mod activate;
+pub mod backup;
 pub mod declaration_check;
 pub mod demo;
 pub mod events;
@@ -10,6 +11,7 @@ pub mod memory;
 pub mod proposals;
 pub mod scan;
 pub mod serve;
+pub mod stats;
 pub mod telegram_menu_register;
 
 use std::path::Path;

@@ -6,6 +6,7 @@
 
 mod activation;
 mod attempt;
+mod backup;
 mod common;
 mod conversation;
 mod decisions;

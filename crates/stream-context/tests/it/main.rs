@@ -11,4 +11,5 @@
 
 mod common;
 mod history;
+mod parts;
 mod snapshot;

@@ -228,7 +228,7 @@ fn snapshot_is_retry_stable_and_tampering_is_detected() {
     let s = snap(&fx, &now);
     let (bytes, id) = s.encode().unwrap();
     let mut tx = fx.store.begin().unwrap();
-    tx.put_blob(&bytes).unwrap();
+    tx.put_snapshot(&id, &bytes).unwrap();
     tx.commit().unwrap();
     // Later events (a new memory version, a new reply) do not change a retry.
     fx.memory("---\nid: m\n---\nchanged\n");

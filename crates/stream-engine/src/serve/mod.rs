@@ -33,8 +33,8 @@ use std::time::Duration;
 use stream_store::Store;
 use stream_telegram::{
     ApiError, BotApi, BotToken, ClientOptions, DeliveryError, DeliveryOptions, DeliveryReport,
-    Ingress, IngressConfig, IngressError, ListenerLimits, PollMode, PollingOptions, WebhookOptions, WebhookSecret,
-    deliver_pending, run_polling, webhook_router,
+    Ingress, IngressConfig, IngressError, ListenerLimits, PollMode, PollingOptions, WebhookOptions,
+    WebhookSecret, deliver_pending, run_polling, webhook_router,
 };
 use tokio::sync::watch;
 use tokio::task::JoinSet;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stream_core::{
-    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent, VersionId,
+    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent, VersionId,
 };
 use stream_store::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
@@ -124,6 +124,10 @@ macro_rules! delegate_read {
                 let $s = self;
                 $inner.blob(sha256)
             }
+            fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError> {
+                let $s = self;
+                $inner.snapshot(id)
+            }
         }
     };
 }
@@ -155,6 +159,9 @@ impl Tx for SignallingTx<'_> {
     }
     fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
         self.inner.put_blob(bytes)
+    }
+    fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
+        self.inner.put_snapshot(id, bytes)
     }
     fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError> {
         self.inner.put_run(run)

@@ -160,13 +160,18 @@ fn rejected_and_superseded_judgments_are_not_exported() {
 fn a_broken_chain_is_excluded_not_exported() {
     let (w, self_correction, _) = judged_world();
     let conn = rusqlite::Connection::open(&w.path).unwrap();
-    // Remove the judged run's snapshot from the durable store.
-    conn.execute(
-        "DELETE FROM blobs WHERE sha256 = (SELECT json_extract(payload, '$.contextSnapshotId') FROM events \
-         WHERE type = 'stream.thought.agent.run.completed' AND json_extract(payload, '$.outputEventId') = ?1)",
-        [w.earlier_output.as_str()],
-    )
-    .unwrap();
+    // Remove the judged run's snapshot (its root part) from the durable
+    // store, by hand: the schema's foreign keys do not stop a file edit.
+    conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    let deleted = conn
+        .execute(
+            "DELETE FROM blobs WHERE sha256 = (SELECT root FROM snapshots WHERE id = \
+             (SELECT json_extract(payload, '$.contextSnapshotId') FROM events \
+             WHERE type = 'stream.thought.agent.run.completed' AND json_extract(payload, '$.outputEventId') = ?1))",
+            [w.earlier_output.as_str()],
+        )
+        .unwrap();
+    assert_eq!(deleted, 1);
     let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
     assert!(
         !selection

@@ -64,7 +64,7 @@ fn non_proposals_and_unknown_ids_do_not_verify() {
 /// Tampering with the stored file breaks exactly the link it touches.
 #[test]
 fn forged_lineage_fails_closed() {
-    let rows: [(&str, &str, ChainLink); 4] = [
+    let rows: [(&str, &str, ChainLink); 5] = [
         (
             "proposal parent moved",
             "UPDATE events SET parent = root WHERE id = ?1",
@@ -81,14 +81,21 @@ fn forged_lineage_fails_closed() {
             ChainLink::Run,
         ),
         (
-            "snapshot blob replaced",
-            "UPDATE blobs SET bytes = x'7b7d' WHERE sha256 = (SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = ?1)",
+            "snapshot root part replaced",
+            "UPDATE blobs SET bytes = x'7b7d' WHERE sha256 = (SELECT root FROM snapshots WHERE id = (SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = ?1))",
+            ChainLink::Snapshot,
+        ),
+        (
+            "snapshot root part deleted",
+            "DELETE FROM blobs WHERE sha256 = (SELECT root FROM snapshots WHERE id = (SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = ?1))",
             ChainLink::Snapshot,
         ),
     ];
     for (name, sql, expected) in rows {
         let w = World::new();
         let conn = rusqlite::Connection::open(&w.path).unwrap();
+        // A hand edit of the file: the schema's foreign keys do not stop it.
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
         assert_eq!(conn.execute(sql, [w.memory.as_str()]).unwrap(), 1, "{name}");
         let err = verify_chain(&w.store, &w.memory).unwrap_err();
         assert_eq!(link(err), expected, "{name}");

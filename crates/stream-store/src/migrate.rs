@@ -1,0 +1,308 @@
+//! Schema versions, applied in order at open. SQL steps run in one
+//! transaction each; a data rewrite runs in bounded transactions that each
+//! commit, so a store killed in the middle reopens and finishes it.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension};
+use stream_core::SnapshotId;
+use stream_core::canon::sha256;
+
+use crate::StoreError;
+use crate::parts::put_snapshot;
+use crate::sqlite::{backend, classify};
+
+/// `PRAGMA application_id` of a thestream store ("tStr").
+const APPLICATION_ID: i32 = 0x7453_7472;
+
+/// One schema version.
+enum Step {
+    /// DDL, applied with the version bump in one transaction.
+    Sql(&'static str),
+    /// A data rewrite in bounded, resumable transactions.
+    Rewrite(fn(&Connection, &Budget) -> Result<Done, StoreError>),
+}
+
+/// Schema migrations, applied in order at open. Index + 1 is the
+/// `user_version` after applying it. Never edit a shipped migration.
+const MIGRATIONS: &[Step] = &[
+    // 1: events, blobs, documents, runs, progress, controls.
+    Step::Sql(
+        r#"
+    CREATE TABLE events (
+        pos            INTEGER PRIMARY KEY AUTOINCREMENT,
+        id             TEXT NOT NULL UNIQUE,
+        source         TEXT NOT NULL,
+        seq            INTEGER NOT NULL,
+        type           TEXT NOT NULL,
+        version        INTEGER NOT NULL,
+        authorship     TEXT NOT NULL,
+        sensitive      INTEGER NOT NULL,
+        root           TEXT,
+        parent         TEXT,
+        payload        BLOB NOT NULL,
+        payload_sha256 TEXT NOT NULL,
+        recorded_at    INTEGER NOT NULL,
+        UNIQUE (source, seq)
+    );
+    CREATE INDEX events_by_type ON events (type, pos);
+    CREATE INDEX events_by_root ON events (root, pos);
+    CREATE INDEX events_by_parent ON events (parent, pos);
+    CREATE TABLE blobs (
+        sha256 TEXT PRIMARY KEY,
+        bytes  BLOB NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE documents (
+        doc_id          TEXT PRIMARY KEY,
+        source          TEXT NOT NULL,
+        path            TEXT NOT NULL,
+        current_version TEXT,
+        UNIQUE (source, path)
+    ) WITHOUT ROWID;
+    CREATE TABLE document_versions (
+        version_id   TEXT PRIMARY KEY,
+        doc_id       TEXT NOT NULL REFERENCES documents (doc_id),
+        sha256       TEXT NOT NULL REFERENCES blobs (sha256),
+        size         INTEGER NOT NULL,
+        content_type TEXT NOT NULL,
+        prev_version TEXT
+    ) WITHOUT ROWID;
+    CREATE TABLE runs (
+        pos           INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id        TEXT NOT NULL UNIQUE,
+        agent_id      TEXT NOT NULL,
+        agent_version INTEGER NOT NULL,
+        trigger_event TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        attempts      INTEGER NOT NULL,
+        snapshot_id   TEXT
+    );
+    CREATE INDEX runs_by_status ON runs (status, pos);
+    CREATE TABLE progress (
+        consumer TEXT PRIMARY KEY,
+        source   TEXT NOT NULL,
+        seq      INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE controls (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+    "#,
+    ),
+    // 2: snapshots stored as content-addressed parts (docs/design.md §4).
+    Step::Sql(
+        r#"
+    CREATE TABLE snapshots (
+        id   TEXT PRIMARY KEY,
+        root TEXT NOT NULL REFERENCES blobs (sha256)
+    ) WITHOUT ROWID;
+    CREATE TABLE snapshot_parts (
+        sha256 TEXT PRIMARY KEY REFERENCES blobs (sha256)
+    ) WITHOUT ROWID;
+    "#,
+    ),
+    // 3: every whole snapshot blob of schema 1 rewritten into parts.
+    Step::Rewrite(rewrite_whole_snapshots),
+];
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// How much of a rewrite one open may do: rows per transaction, and (for
+/// tests that stop a migration half-way) how many transactions.
+pub(crate) struct Budget {
+    pub rows: usize,
+    pub transactions: Option<usize>,
+}
+
+impl Budget {
+    pub(crate) const OPEN: Self = Self {
+        rows: 32,
+        transactions: None,
+    };
+}
+
+/// Whether a rewrite finished or stopped at its budget.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Done {
+    Finished,
+    Stopped,
+}
+
+/// Reads application id, schema version and table count; refuses what is
+/// not ours before any write.
+pub(crate) fn check_identity(path: &Path, conn: &Connection) -> Result<(), StoreError> {
+    let app_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    let user_version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if app_id == APPLICATION_ID {
+        if user_version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                found: user_version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    } else if app_id == 0 && tables == 0 && user_version == 0 {
+        Ok(())
+    } else {
+        Err(StoreError::ForeignDatabase {
+            path: path.display().to_string(),
+        })
+    }
+}
+
+pub(crate) fn migrate(path: &Path, conn: &Connection, budget: &Budget) -> Result<Done, StoreError> {
+    loop {
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| classify(path, e))?;
+        // Re-read under the write lock: another process may have migrated.
+        let step = (|| {
+            let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
+            let Some(step) = MIGRATIONS.get(current as usize) else {
+                return Ok(None);
+            };
+            if let Step::Sql(sql) = step {
+                conn.execute_batch(sql)?;
+                conn.execute_batch(&format!("PRAGMA user_version = {}", current + 1))?;
+            }
+            Ok::<_, rusqlite::Error>(Some((current, step)))
+        })();
+        let step = match step {
+            Ok(step) => step,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(classify(path, e));
+            }
+        };
+        conn.execute_batch("COMMIT")
+            .map_err(|e| classify(path, e))?;
+        match step {
+            None => return Ok(Done::Finished),
+            Some((_, Step::Sql(_))) => {}
+            Some((current, Step::Rewrite(rewrite))) => {
+                if rewrite(conn, budget)? == Done::Stopped {
+                    return Ok(Done::Stopped);
+                }
+                bump(conn, current)?;
+            }
+        }
+    }
+}
+
+/// Sets `user_version` to `from + 1` unless another process already did.
+fn bump(conn: &Connection, from: u32) -> Result<(), StoreError> {
+    in_tx(conn, |c| {
+        let current: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if current == from {
+            c.execute_batch(&format!("PRAGMA user_version = {}", from + 1))?;
+        }
+        Ok(())
+    })
+}
+
+fn in_tx<T>(
+    conn: &Connection,
+    body: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
+) -> Result<T, StoreError> {
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
+    match body(conn) {
+        Ok(value) => {
+            conn.execute_batch("COMMIT").map_err(backend)?;
+            Ok(value)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(backend(e))
+        }
+    }
+}
+
+/// Schema 3: each run's whole snapshot blob becomes parts, `budget.rows`
+/// runs per transaction, in run order. A blob that does not hash to its id
+/// is left whole, so loading it is refused exactly as before.
+fn rewrite_whole_snapshots(conn: &Connection, budget: &Budget) -> Result<Done, StoreError> {
+    let mut after = 0i64;
+    let mut transactions = 0usize;
+    loop {
+        if budget.transactions.is_some_and(|n| transactions >= n) {
+            return Ok(Done::Stopped);
+        }
+        transactions += 1;
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
+        let result = rewrite_batch(conn, after, budget.rows);
+        match result {
+            Ok(Some(last)) => {
+                conn.execute_batch("COMMIT").map_err(backend)?;
+                after = last;
+            }
+            Ok(None) => {
+                conn.execute_batch("COMMIT").map_err(backend)?;
+                return Ok(Done::Finished);
+            }
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Rewrites the snapshots of up to `rows` runs after `after`; the last
+/// run position handled, or `None` when there were none.
+fn rewrite_batch(conn: &Connection, after: i64, rows: usize) -> Result<Option<i64>, StoreError> {
+    let runs: Vec<(i64, String)> = conn
+        .prepare(
+            "SELECT pos, snapshot_id FROM runs WHERE pos > ?1 AND snapshot_id IS NOT NULL \
+             ORDER BY pos LIMIT ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map(rusqlite::params![after, rows as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect()
+        })
+        .map_err(backend)?;
+    let Some(last) = runs.last().map(|(pos, _)| *pos) else {
+        return Ok(None);
+    };
+    for (_, id) in runs {
+        let done: bool = conn
+            .query_row("SELECT 1 FROM snapshots WHERE id = ?1", [&id], |_| Ok(true))
+            .optional()
+            .map_err(backend)?
+            .unwrap_or(false);
+        if done {
+            continue;
+        }
+        let whole: Option<Vec<u8>> = conn
+            .query_row("SELECT bytes FROM blobs WHERE sha256 = ?1", [&id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(backend)?;
+        let Some(whole) = whole else { continue };
+        let Ok(snapshot) = id.parse::<SnapshotId>() else {
+            continue;
+        };
+        if sha256(&whole).as_str() != id {
+            continue;
+        }
+        put_snapshot(conn, &snapshot, &whole)?;
+        conn.execute(
+            "DELETE FROM blobs WHERE sha256 = ?1 \
+             AND NOT EXISTS (SELECT 1 FROM document_versions WHERE sha256 = ?1) \
+             AND NOT EXISTS (SELECT 1 FROM snapshot_parts WHERE sha256 = ?1)",
+            [&id],
+        )
+        .map_err(backend)?;
+    }
+    Ok(Some(last))
+}

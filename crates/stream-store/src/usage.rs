@@ -1,0 +1,131 @@
+//! What the store holds, in bytes by kind, and its online backup.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+use rusqlite::backup::{Backup, StepResult};
+
+use crate::StoreError;
+use crate::sqlite::{SqliteStore, backend};
+
+/// The store's size and what takes it up. Blob bytes are split into those
+/// of snapshot parts, of document versions, and the rest (photos and other
+/// blobs: the store does not know which blob is a photo).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreUsage {
+    /// The database file plus its write-ahead log.
+    pub file_bytes: u64,
+    /// Events stored.
+    pub events: u64,
+    /// Bytes of event rows (payload and envelope columns).
+    pub event_bytes: u64,
+    /// Snapshots stored as parts.
+    pub snapshots: u64,
+    /// Distinct snapshot parts.
+    pub snapshot_parts: u64,
+    /// Their bytes.
+    pub snapshot_part_bytes: u64,
+    /// Distinct blobs holding document versions.
+    pub document_blobs: u64,
+    /// Their bytes.
+    pub document_bytes: u64,
+    /// Every other blob (photos, declarations, whole snapshots of schema 1).
+    pub other_blobs: u64,
+    /// Their bytes.
+    pub other_blob_bytes: u64,
+}
+
+fn count(c: &Connection, sql: &str) -> Result<(u64, u64), StoreError> {
+    c.query_row(sql, [], |r| {
+        let n: i64 = r.get(0)?;
+        let bytes: Option<i64> = r.get(1)?;
+        Ok((
+            u64::try_from(n).unwrap_or(0),
+            u64::try_from(bytes.unwrap_or(0)).unwrap_or(0),
+        ))
+    })
+    .map_err(backend)
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+impl SqliteStore {
+    /// The store's size and its bytes by kind.
+    pub fn usage(&self) -> Result<StoreUsage, StoreError> {
+        let mut wal = self.path().as_os_str().to_owned();
+        wal.push("-wal");
+        let file_bytes = file_len(self.path()) + file_len(Path::new(&wal));
+        self.with_reader(|c| {
+            let (events, event_bytes) = count(
+                c,
+                "SELECT count(*), sum(length(payload) + length(id) + length(source) + length(type) \
+                 + length(authorship) + ifnull(length(root), 0) + ifnull(length(parent), 0) \
+                 + length(payload_sha256) + 24) FROM events",
+            )?;
+            let (snapshots, _) = count(c, "SELECT count(*), 0 FROM snapshots")?;
+            let (snapshot_parts, snapshot_part_bytes) = count(
+                c,
+                "SELECT count(*), sum(length(b.bytes)) FROM snapshot_parts p \
+                 JOIN blobs b ON b.sha256 = p.sha256",
+            )?;
+            let (document_blobs, document_bytes) = count(
+                c,
+                "SELECT count(*), sum(length(bytes)) FROM blobs WHERE sha256 IN \
+                 (SELECT sha256 FROM document_versions) \
+                 AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)",
+            )?;
+            let (other_blobs, other_blob_bytes) = count(
+                c,
+                "SELECT count(*), sum(length(bytes)) FROM blobs WHERE sha256 NOT IN \
+                 (SELECT sha256 FROM document_versions) \
+                 AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)",
+            )?;
+            Ok(StoreUsage {
+                file_bytes,
+                events,
+                event_bytes,
+                snapshots,
+                snapshot_parts,
+                snapshot_part_bytes,
+                document_blobs,
+                document_bytes,
+                other_blobs,
+                other_blob_bytes,
+            })
+        })
+    }
+
+    /// Copies the whole store into the (new, empty) file `into` with
+    /// SQLite's online backup: one read transaction, so the copy is
+    /// consistent while other connections and processes write. The copy is
+    /// left in rollback-journal mode, one self-contained file; opening it
+    /// as a store turns WAL back on.
+    pub fn backup_into(&self, into: &Path) -> Result<(), StoreError> {
+        let mut dest = Connection::open(into).map_err(backend)?;
+        self.with_reader(|c| {
+            let backup = Backup::new(c, &mut dest).map_err(backend)?;
+            // All pages in one step: one read transaction, one consistent
+            // state. A busy or locked source is retried within the timeout.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                match backup.step(-1).map_err(backend)? {
+                    StepResult::Done => return Ok(()),
+                    StepResult::More | StepResult::Busy | StepResult::Locked
+                        if std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    StepResult::More | StepResult::Busy | StepResult::Locked => {
+                        return Err(StoreError::Backend("backup: source stayed busy".into()));
+                    }
+                    _ => return Err(StoreError::Backend("backup: unexpected step".into())),
+                }
+            }
+        })?;
+        dest.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
+            .map_err(backend)?;
+        dest.close().map_err(|(_, e)| backend(e))
+    }
+}
