@@ -8,6 +8,7 @@ mod activation;
 mod common;
 mod conversation;
 mod decisions;
+mod deps;
 mod demo;
 mod documents;
 mod foundation;
