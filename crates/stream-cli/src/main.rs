@@ -61,6 +61,10 @@ enum Command {
     TelegramMenuRegister(cmd::telegram_menu_register::Args),
     /// Switch the conversation to another declaration version (recorded, resumable steps).
     Activate(cmd::activate::Args),
+    /// Check config, kernel sandbox, worker, secrets (by name), Telegram and provider.
+    Doctor(cmd::doctor::Args),
+    /// Learn the owner's Telegram id from a one-time code sent to the bot.
+    Pair(cmd::pair::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -94,6 +98,8 @@ fn run(cli: Cli) -> CmdResult {
         Command::Scan(args) => cmd::scan::run(&ctx, args),
         Command::TelegramMenuRegister(args) => cmd::telegram_menu_register::run(&ctx, args),
         Command::Activate(args) => cmd::activate::run(&ctx, args),
+        Command::Doctor(args) => cmd::doctor::run(&ctx, args),
+        Command::Pair(args) => cmd::pair::run(&ctx, args),
     }
 }
 
