@@ -372,9 +372,9 @@ async fn telegram(config: &Config) -> Check {
             ok("telegram", format!("getMe: @{username} (id {})", me.id))
         }
         Err(e) => match e.telegram_code() {
-            Some(401 | 404) => fail(
+            Some(code @ (401 | 404)) => fail(
                 "telegram",
-                format!("getMe refused ({})", e.telegram_code().unwrap_or(0)),
+                format!("getMe refused ({code})"),
                 &format!(
                     "{} does not hold a valid bot token: copy it again from BotFather",
                     config.telegram.bot_token_env

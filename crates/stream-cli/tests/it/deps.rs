@@ -94,8 +94,9 @@ fn no_locked_dependency_needs_a_newer_rustc_than_declared() {
         .filter(|p| resolved.contains(p["id"].as_str().unwrap()))
         .filter_map(|p| {
             let needs = p["rust_version"].as_str()?;
-            (version(needs) > declared)
-                .then(|| format!("{} {} needs {needs}", p["name"], p["version"]))
+            let name = p["name"].as_str()?;
+            let v = p["version"].as_str()?;
+            (version(needs) > declared).then(|| format!("{name} {v} needs {needs}"))
         })
         .collect();
     assert!(
