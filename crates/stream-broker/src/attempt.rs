@@ -444,7 +444,7 @@ pub(crate) async fn run(broker: &Broker, packet: &Packet) -> Result<AttemptRepor
 async fn run_inner(broker: &Broker, packet: &Packet) -> Result<AttemptReport, AttemptError> {
     let config = broker.config.clone();
     let expected = stream_provider::build_request(packet)?;
-    let key: Secret =
+    let key: Option<Secret> =
         http::credential(&config.api_key_env).map_err(|_| AttemptError::CredentialMissing)?;
     let api = packet.provider.api;
     let body = serde_json::to_vec(&expected).map_err(|_| AttemptError::RequestMismatch)?;
@@ -455,7 +455,7 @@ async fn run_inner(broker: &Broker, packet: &Packet) -> Result<AttemptReport, At
     let (session, sandbox) =
         blocking(move || start(&start_config, &worker, &packet_owned, &expected)).await?;
 
-    let exchange = http::perform(&broker.client, &config.base_url, api, &key, body).await;
+    let exchange = http::perform(&broker.client, &config.base_url, api, key.as_ref(), body).await;
     drop(key);
     let (status, response_body) = match exchange {
         Ok(exchange) => exchange,

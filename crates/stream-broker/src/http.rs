@@ -22,8 +22,13 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Reads the key from `env`: present, non-empty, a valid header value.
-pub(crate) fn credential(env: &str) -> Result<Secret, BrokerError> {
+/// Reads the key from `env`: present, non-empty, a valid header value. An
+/// empty `env` names no variable: a keyless server (docs/design.md §19), so
+/// no credential and no auth header.
+pub(crate) fn credential(env: &str) -> Result<Option<Secret>, BrokerError> {
+    if env.is_empty() {
+        return Ok(None);
+    }
     let missing = || BrokerError::CredentialMissing {
         env: env.to_owned(),
     };
@@ -32,7 +37,7 @@ pub(crate) fn credential(env: &str) -> Result<Secret, BrokerError> {
     if value.is_empty() || HeaderValue::from_str(&value).is_err() {
         return Err(missing());
     }
-    Ok(Secret(value))
+    Ok(Some(Secret(value)))
 }
 
 pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client, BrokerError> {
@@ -55,13 +60,65 @@ fn sensitive(value: &str) -> Result<HeaderValue, AttemptError> {
     Ok(header)
 }
 
+/// Adds the credential (when there is one) and the API's version header.
+fn authorize(
+    request: reqwest::RequestBuilder,
+    api: ProviderApi,
+    key: Option<&Secret>,
+) -> Result<reqwest::RequestBuilder, AttemptError> {
+    Ok(match api {
+        ProviderApi::OpenaiChat => match key {
+            Some(key) => request.header("authorization", sensitive(&format!("Bearer {}", key.0))?),
+            None => request,
+        },
+        ProviderApi::AnthropicMessages => {
+            let request = match key {
+                Some(key) => request.header("x-api-key", sensitive(&key.0)?),
+                None => request,
+            };
+            request.header(
+                "anthropic-version",
+                HeaderValue::from_static(ANTHROPIC_VERSION),
+            )
+        }
+    })
+}
+
+/// The model-listing path under the base URL: `/models` for OpenAI-shaped
+/// bases (which end in `/v1`), `/v1/models` for Anthropic's.
+fn models_path(api: ProviderApi) -> &'static str {
+    match api {
+        ProviderApi::OpenaiChat => "/models",
+        ProviderApi::AnthropicMessages => "/v1/models",
+    }
+}
+
+/// `GET` the model list (spends no tokens; no run); returns the status.
+pub(crate) async fn list_models(
+    client: &reqwest::Client,
+    base_url: &str,
+    api: ProviderApi,
+    key: Option<&Secret>,
+) -> Result<u16, AttemptError> {
+    let url = format!("{}{}", base_url.trim_end_matches('/'), models_path(api));
+    let request = authorize(client.get(url), api, key)?;
+    let response = request.send().await.map_err(|e| {
+        if e.is_timeout() {
+            AttemptError::ProviderTimeout
+        } else {
+            AttemptError::ProviderUnreachable
+        }
+    })?;
+    Ok(response.status().as_u16())
+}
+
 /// Performs the one request; returns status and body (at most
 /// [`MAX_PROVIDER_BODY_BYTES`], UTF-8).
 pub(crate) async fn perform(
     client: &reqwest::Client,
     base_url: &str,
     api: ProviderApi,
-    key: &Secret,
+    key: Option<&Secret>,
     body: Vec<u8>,
 ) -> Result<(u16, String), AttemptError> {
     let url = format!(
@@ -72,15 +129,7 @@ pub(crate) async fn perform(
     let request = client
         .post(url)
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let request = match api {
-        ProviderApi::OpenaiChat => {
-            request.header("authorization", sensitive(&format!("Bearer {}", key.0))?)
-        }
-        ProviderApi::AnthropicMessages => request.header("x-api-key", sensitive(&key.0)?).header(
-            "anthropic-version",
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        ),
-    };
+    let request = authorize(request, api, key)?;
     // reqwest's errors can carry the URL; only their kind is kept.
     let mut response = request.body(body).send().await.map_err(|e| {
         if e.is_timeout() {

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stream_core::Sha256Hex;
+use stream_core::payload::ProviderApi;
 
 use stream_protocol::{MAX_FRAME_BYTES, Packet};
 use stream_sandbox::{SpawnLimits, StderrMode, WorkerImage};
@@ -49,7 +50,8 @@ pub struct BrokerConfig {
     pub worker: PathBuf,
     /// Provider base URL (`https://api.openai.com/v1`, `https://api.anthropic.com`).
     pub base_url: String,
-    /// The name of the environment variable holding the API key.
+    /// The name of the environment variable holding the API key; empty for a
+    /// keyless server (no credential, no auth header).
     pub api_key_env: String,
     /// Timeout of the one HTTP request, response body included.
     pub http_timeout: Duration,
@@ -148,6 +150,14 @@ impl Broker {
     /// id receipts name).
     pub fn worker_sha256(&self) -> &Sha256Hex {
         &self.worker_sha256
+    }
+
+    /// Asks the provider for its model list (`doctor`): no tokens spent, no
+    /// run, nothing of a packet sent. Returns the HTTP status.
+    pub async fn list_models(&self, api: ProviderApi) -> Result<u16, AttemptError> {
+        let key = http::credential(&self.config.api_key_env)
+            .map_err(|_| AttemptError::CredentialMissing)?;
+        http::list_models(&self.client, &self.config.base_url, api, key.as_ref()).await
     }
 
     /// Runs one attempt of `packet` (see the crate doc). At most one HTTP

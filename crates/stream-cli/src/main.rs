@@ -63,6 +63,10 @@ enum Command {
     Activate(cmd::activate::Args),
     /// Copy the store consistently while serve may run (owner-only file).
     Backup(cmd::backup::Args),
+    /// Check config, kernel sandbox, worker, secrets (by name), Telegram and provider.
+    Doctor(cmd::doctor::Args),
+    /// Learn the owner's Telegram id from a one-time code sent to the bot.
+    Pair(cmd::pair::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -97,6 +101,8 @@ fn run(cli: Cli) -> CmdResult {
         Command::TelegramMenuRegister(args) => cmd::telegram_menu_register::run(&ctx, args),
         Command::Activate(args) => cmd::activate::run(&ctx, args),
         Command::Backup(args) => cmd::backup::run(&ctx, args),
+        Command::Doctor(args) => cmd::doctor::run(&ctx, args),
+        Command::Pair(args) => cmd::pair::run(&ctx, args),
     }
 }
 

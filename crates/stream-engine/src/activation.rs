@@ -489,7 +489,10 @@ pub async fn verify_bundle(
     Ok(bundle)
 }
 
-fn self_test(worker: &Path, allow_unenforced: bool) -> Result<Enforcement, ActivationError> {
+/// The sandbox self-test: spawns `worker`, reads its hello, ends it, and
+/// returns what its sandbox achieved (not yet judged; see
+/// `stream_sandbox::verify`). Blocking. `doctor` reports from it too.
+pub fn self_test(worker: &Path, allow_unenforced: bool) -> Result<Enforcement, ActivationError> {
     let args: Vec<&std::ffi::OsStr> = if allow_unenforced {
         vec![stream_broker::ALLOW_UNENFORCED_FLAG.as_ref()]
     } else {

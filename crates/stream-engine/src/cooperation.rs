@@ -386,6 +386,31 @@ pub fn load_installed(
     Ok((decl, row))
 }
 
+/// The PID of a `serve` that holds this store: one whose status row for the
+/// active consumer says running and whose process is still alive. Evidence
+/// that cannot be judged counts as holding (fail closed). `pair` refuses
+/// while one does.
+pub fn serving_pid(reader: &dyn Read) -> Result<Option<u32>, CooperationError> {
+    let active = crate::active::active(reader).map_err(|e| match e {
+        crate::active::ActiveError::Store(s) => CooperationError::Store(s),
+        crate::active::ActiveError::Registry(_)
+        | crate::active::ActiveError::OtherActive { .. }
+        | crate::active::ActiveError::Malformed => CooperationError::Malformed {
+            key: crate::active::ACTIVE_DECLARATION.to_owned(),
+        },
+    })?;
+    let Some(active) = active else {
+        return Ok(None);
+    };
+    let Some(status) = read_status(reader, &active.consumer())? else {
+        return Ok(None);
+    };
+    Ok(match (status.state, liveness(&status.process)) {
+        (ConsumerState::Stopped, _) | (ConsumerState::Running, Ok(Liveness::Gone)) => None,
+        (ConsumerState::Running, Ok(Liveness::Live) | Err(_)) => Some(status.process.pid),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

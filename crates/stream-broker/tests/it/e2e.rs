@@ -451,3 +451,27 @@ fn each_compat_mode_is_sent_as_rebuilt_and_validated_in_full() {
         );
     }
 }
+
+#[test]
+fn keyless_provider_gets_no_auth_header() {
+    for api in APIS {
+        let p = packet(api);
+        let provider =
+            ScriptedProvider::start(vec![Reply::completion(ScriptedCompletion::text("Hello."))])
+                .unwrap();
+        let mut config = config(worker(), &provider, api);
+        config.api_key_env = String::new();
+        let c = completed(attempt(config, &p));
+        assert_eq!(c.text.as_deref(), Some("Hello."));
+        let requests = provider.requests();
+        assert_eq!(requests.len(), 1, "{api:?}");
+        assert_eq!(requests[0].header("authorization"), None, "{api:?}");
+        assert_eq!(requests[0].header("x-api-key"), None, "{api:?}");
+        if api == ProviderApi::AnthropicMessages {
+            assert_eq!(
+                requests[0].header("anthropic-version"),
+                Some(stream_broker::ANTHROPIC_VERSION)
+            );
+        }
+    }
+}

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use serde_json::{Value, json};
 use stream_core::payload::ProviderApi;
-use stream_testkit::provider::{Reply, ScriptedCall, ScriptedCompletion};
-use stream_testkit::stack::{Ran, Stack};
+use stream_loopback::provider::{Reply, ScriptedCall, ScriptedCompletion};
+use stream_loopback::stack::{Ran, Stack};
 
 use crate::exit::{CmdResult, Failure};
 

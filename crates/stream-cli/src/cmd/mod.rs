@@ -4,10 +4,12 @@ pub mod activate;
 pub mod backup;
 pub mod declaration_check;
 pub mod demo;
+pub mod doctor;
 pub mod events;
 pub mod export;
 pub mod init;
 pub mod memory;
+pub mod pair;
 pub mod proposals;
 pub mod scan;
 pub mod serve;
@@ -84,15 +86,19 @@ pub fn secret(name: &str, key: &str) -> Result<String, Failure> {
 
 /// The Bot API client of the config, with the token from `telegram.bot_token_env`.
 pub fn bot_api(config: &Config) -> Result<stream_telegram::BotApi, Failure> {
+    bot_api_with(config, stream_telegram::ClientOptions::default())
+}
+
+/// [`bot_api`] with other client options (retries, timeouts).
+pub fn bot_api_with(
+    config: &Config,
+    options: stream_telegram::ClientOptions,
+) -> Result<stream_telegram::BotApi, Failure> {
     let name = &config.telegram.bot_token_env;
     let token = stream_telegram::BotToken::new(secret(name, "telegram.bot_token_env")?)
         .map_err(|e| Failure::usage(anyhow::anyhow!("{name}: {e}")))?;
-    stream_telegram::BotApi::new(
-        &config.telegram.api_base_url,
-        token,
-        stream_telegram::ClientOptions::default(),
-    )
-    .map_err(|e| Failure::usage(anyhow::anyhow!("telegram.api_base_url: {e}")))
+    stream_telegram::BotApi::new(&config.telegram.api_base_url, token, options)
+        .map_err(|e| Failure::usage(anyhow::anyhow!("telegram.api_base_url: {e}")))
 }
 
 /// Where the help notice goes: the owner's chat, or nowhere with

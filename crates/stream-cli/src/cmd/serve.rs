@@ -137,6 +137,11 @@ async fn shutdown_signal() {
 /// Runs `serve`.
 pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
     let config = ctx.config()?;
+    if config.telegram.owner_user_id <= 0 {
+        return Err(Failure::usage(anyhow!(
+            "telegram.owner_user_id is not set, so nobody would be served: run `thestream pair` first"
+        )));
+    }
     let settings = engine_settings(&config)?;
     let store: Arc<dyn Store> = Arc::new(super::open_store(&config)?);
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,23 +1,46 @@
 //! What this crate may link: the worker links it, so it must stay free of
 //! the store, Telegram, the broker and anything holding credentials or paths.
 
-/// The `[dependencies]` of this crate's manifest, by name.
+/// Every non-dev dependency of this crate, by name: `[dependencies]`,
+/// `[build-dependencies]` and every `[target.'cfg(…)'.dependencies]`, as
+/// cargo itself resolves the manifest.
 fn direct_dependencies() -> Vec<String> {
-    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
-        .expect("read Cargo.toml");
-    let mut in_deps = false;
-    let mut names = Vec::new();
-    for line in manifest.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_deps = line == "[dependencies]";
-            continue;
-        }
-        if in_deps && !line.is_empty() && !line.starts_with('#') {
-            let name = line.split(['.', '=', ' ']).next().unwrap_or_default();
-            names.push(name.to_owned());
-        }
-    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let package = metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .find(|p| p["name"] == env!("CARGO_PKG_NAME"))
+        .expect("this package");
+    let mut names: Vec<String> = package["dependencies"]
+        .as_array()
+        .expect("dependencies")
+        .iter()
+        .filter(|d| d["kind"] != "dev")
+        .map(|d| {
+            let name = d["rename"].as_str().or(d["name"].as_str());
+            name.expect("dependency name").to_owned()
+        })
+        .collect();
     names.sort();
+    names.dedup();
     names
 }
 

@@ -22,7 +22,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 use stream_core::payload::ProviderApi;
 use tokio::sync::oneshot;
@@ -186,6 +186,7 @@ impl RecordedRequest {
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    listings: Mutex<Vec<RecordedRequest>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -222,6 +223,7 @@ impl ScriptedProvider {
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .route("/v1/messages", post(handle))
+            .route("/v1/models", get(models))
             .with_state(shared.clone());
         let thread = std::thread::Builder::new()
             .name("scripted-provider".into())
@@ -268,6 +270,12 @@ impl ScriptedProvider {
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
     }
+
+    /// Every `GET /v1/models` received so far (kept apart from
+    /// [`Self::requests`]: listing models spends no tokens and is no run).
+    pub fn model_listings(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.listings).clone()
+    }
 }
 
 impl Drop for ScriptedProvider {
@@ -279,6 +287,35 @@ impl Drop for ScriptedProvider {
             let _ = thread.join();
         }
     }
+}
+
+fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `GET /v1/models`: one model, in the OpenAI list shape (Anthropic's
+/// `data[].id` is read the same way); recorded, takes nothing from the script.
+async fn models(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap) -> Response {
+    lock(&shared.listings).push(RecordedRequest {
+        path: uri.path().to_owned(),
+        headers: header_pairs(&headers),
+        body: Vec::new(),
+    });
+    let body = json!({"object": "list", "data": [{"id": "loopback-model", "object": "model"}]});
+    (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 async fn handle(
@@ -293,15 +330,7 @@ async fn handle(
         let mut requests = lock(&shared.requests);
         requests.push(RecordedRequest {
             path: path.clone(),
-            headers: headers
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.as_str().to_ascii_lowercase(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
+            headers: header_pairs(&headers),
             body: body.to_vec(),
         });
         requests.len()

@@ -1,0 +1,441 @@
+//! `thestream doctor [--json]`: can this machine and this config run the bot?
+//!
+//! One line per check, `ok` or `FAIL` with a one-line hint (docs/design.md
+//! §19). Secrets are reported by variable NAME only; the Telegram check is
+//! one `getMe`, the provider check one `GET …/models` (no tokens, no run).
+//! The kernel checks come from a real sandboxed self-test of the worker, so
+//! they report what the sandbox achieves, not what the kernel advertises.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use serde::Serialize;
+use stream_core::payload::ProviderApi;
+use stream_sandbox::{Enforcement, LandlockStatus, SeccompStatus};
+
+use crate::Ctx;
+use crate::config::{Config, TelegramMode};
+use crate::exit::{CmdResult, Failure};
+
+/// `doctor` arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print a JSON array of `{check, ok, detail}`.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One check's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct Check {
+    check: &'static str,
+    ok: bool,
+    detail: String,
+}
+
+fn ok(check: &'static str, detail: impl Into<String>) -> Check {
+    Check {
+        check,
+        ok: true,
+        detail: detail.into(),
+    }
+}
+
+fn fail(check: &'static str, detail: impl std::fmt::Display, hint: &str) -> Check {
+    Check {
+        check,
+        ok: false,
+        detail: format!("{detail}; hint: {hint}"),
+    }
+}
+
+/// Runs `doctor`: exit 0 when every check passes, 1 otherwise.
+pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
+    let checks = checks(ctx);
+    if args.json {
+        let text = serde_json::to_string_pretty(&checks)
+            .map_err(|e| Failure::runtime(anyhow!("cannot render the checks: {e}")))?;
+        println!("{text}");
+    } else {
+        for c in &checks {
+            let verdict = if c.ok { "ok" } else { "FAIL" };
+            println!("{verdict:<4} {:<15} {}", c.check, c.detail);
+        }
+    }
+    let failed = checks.iter().filter(|c| !c.ok).count();
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err(Failure::runtime(anyhow!("{failed} check(s) failed")))
+    }
+}
+
+fn checks(ctx: &Ctx) -> Vec<Check> {
+    let config = match ctx.config() {
+        Ok(config) => config,
+        Err(e) => {
+            return vec![fail(
+                "config",
+                e.error(),
+                "fix the named key, or point --config / THESTREAM_CONFIG at the file `thestream init` wrote",
+            )];
+        }
+    };
+    let mut out = vec![ok(
+        "config",
+        format!("{} parses", ctx.config_path.display()),
+    )];
+    out.push(owner(&config));
+    out.push(private_dir("data-dir", &config.data_dir, true));
+    out.push(private_dir("context-root", &config.context.root, false));
+    out.extend(sandbox(&config));
+    out.push(secrets(&config));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(runtime) => {
+            out.push(runtime.block_on(telegram(&config)));
+            out.push(runtime.block_on(provider(&config)));
+        }
+        Err(e) => out.push(fail("runtime", e, "the async runtime could not start")),
+    }
+    out
+}
+
+fn owner(config: &Config) -> Check {
+    if config.telegram.owner_user_id > 0 {
+        ok(
+            "owner",
+            format!("owner_user_id = {}", config.telegram.owner_user_id),
+        )
+    } else {
+        fail(
+            "owner",
+            "telegram.owner_user_id is not set",
+            "run `thestream pair` and send the code to your bot",
+        )
+    }
+}
+
+/// The data dir must be owner-only (it may not exist yet: `serve` creates it
+/// 0700); the context root must exist and be writable by its owner only.
+fn private_dir(check: &'static str, dir: &Path, may_be_missing: bool) -> Check {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = match std::fs::metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && may_be_missing => {
+            return ok(
+                check,
+                format!("{} will be created (0700) by serve", dir.display()),
+            );
+        }
+        Err(e) => {
+            return fail(
+                check,
+                format!("{}: {:?}", dir.display(), e.kind()),
+                "create it, or run `thestream init` again in an empty folder",
+            );
+        }
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    let unsafe_bits = if may_be_missing { 0o077 } else { 0o022 };
+    if !meta.is_dir() {
+        fail(
+            check,
+            format!("{} is not a folder", dir.display()),
+            "point the config at a folder",
+        )
+    } else if mode & unsafe_bits != 0 {
+        fail(
+            check,
+            format!("{} has mode {mode:o}", dir.display()),
+            if may_be_missing {
+                "chmod 700 it: it holds every message"
+            } else {
+                "chmod go-w it: only its owner may change what the model reads"
+            },
+        )
+    } else {
+        ok(check, format!("{} mode {mode:o}", dir.display()))
+    }
+}
+
+/// The worker's hash and a sandboxed self-test, and from its report the
+/// kernel features: `worker`, `landlock`, `seccomp`, `user-namespaces`.
+fn sandbox(config: &Config) -> Vec<Check> {
+    let worker = match &config.sandbox.worker {
+        Some(path) => path.clone(),
+        None => match super::serve::default_worker() {
+            Ok(path) => path,
+            Err(e) => {
+                return vec![fail(
+                    "worker",
+                    e.error(),
+                    "run thestream from its install folder",
+                )];
+            }
+        },
+    };
+    let missing = "build it with `cargo build --release --bins` (it sits beside `thestream`) or set [sandbox] worker";
+    let bundle = match stream_engine::hash_worker(&worker) {
+        Ok(bundle) => bundle,
+        Err(_) => {
+            return vec![fail(
+                "worker",
+                format!("{} cannot be read", worker.display()),
+                missing,
+            )];
+        }
+    };
+    // The report is asked for even when something is not enforced, so that
+    // each feature gets its own verdict; the worker verdict is `verify`'s.
+    let enforcement = match stream_engine::activation::self_test(&worker, true) {
+        Ok(enforcement) => enforcement,
+        Err(e) => {
+            return vec![fail(
+                "worker",
+                format!(
+                    "{} sha256 {bundle}: self-test failed: {e}",
+                    worker.display()
+                ),
+                missing,
+            )];
+        }
+    };
+    let verdict = match stream_sandbox::verify(&enforcement, config.sandbox.allow_unenforced) {
+        Ok(()) => ok(
+            "worker",
+            format!(
+                "{} sha256 {bundle}: sandboxed self-test passed",
+                worker.display()
+            ),
+        ),
+        Err(e) => fail(
+            "worker",
+            format!("{} sha256 {bundle}: {e}", worker.display()),
+            "serve refuses this worker; see the kernel checks",
+        ),
+    };
+    vec![
+        landlock(&enforcement),
+        seccomp(&enforcement),
+        user_namespaces(&enforcement),
+        verdict,
+    ]
+}
+
+/// What a Landlock ruleset of `abi` covers: each ABI adds one item.
+fn landlock_rights(abi: u32) -> String {
+    const ADDED: [&str; 7] = [
+        "file access",
+        "re-parenting",
+        "truncation",
+        "TCP bind/connect",
+        "device ioctl",
+        "abstract sockets and signals",
+        "audit logging",
+    ];
+    let covered: Vec<&str> = ADDED
+        .iter()
+        .take(usize::try_from(abi).unwrap_or(ADDED.len()))
+        .copied()
+        .collect();
+    if covered.is_empty() {
+        "nothing".to_owned()
+    } else {
+        covered.join(", ")
+    }
+}
+
+fn landlock(e: &Enforcement) -> Check {
+    let abi = e
+        .landlock
+        .kernel_abi
+        .map_or_else(|| "none".to_owned(), |abi| abi.to_string());
+    let detail = format!(
+        "kernel ABI {abi}, ruleset ABI {} covers {}",
+        e.landlock.ruleset_abi,
+        landlock_rights(e.landlock.ruleset_abi)
+    );
+    match e.landlock.status {
+        LandlockStatus::FullyEnforced => ok("landlock", detail),
+        LandlockStatus::PartiallyEnforced | LandlockStatus::NotEnforced => fail(
+            "landlock",
+            format!("{detail} (not fully enforced)"),
+            "use Linux 5.13+ with `landlock` in the lsm= boot list (CONFIG_SECURITY_LANDLOCK)",
+        ),
+    }
+}
+
+fn seccomp(e: &Enforcement) -> Check {
+    match e.seccomp.status {
+        SeccompStatus::Installed => ok(
+            "seccomp",
+            format!(
+                "allowlist of {} syscalls installed ({:?})",
+                e.seccomp.allowed_syscalls, e.seccomp.arch
+            ),
+        ),
+        SeccompStatus::NotInstalled => fail(
+            "seccomp",
+            "no filter installed",
+            "use a kernel with CONFIG_SECCOMP_FILTER, and no container profile forbidding it",
+        ),
+    }
+}
+
+fn user_namespaces(e: &Enforcement) -> Check {
+    let ns = &e.namespaces;
+    if ns.user && ns.network && ns.mount && ns.ipc {
+        return ok(
+            "user-namespaces",
+            "user, network, mount and IPC namespaces entered",
+        );
+    }
+    let apparmor =
+        std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+            .is_ok_and(|v| v.trim() == "1");
+    let hint = if apparmor {
+        "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+): allow them for the worker with an AppArmor profile (see docs/operating.md)"
+    } else {
+        "enable unprivileged user namespaces (sysctl user.max_user_namespaces > 0)"
+    };
+    fail(
+        "user-namespaces",
+        format!(
+            "entered user={} network={} mount={} ipc={}: serve still runs, but the worker keeps the host's network, mount and IPC views (Landlock and seccomp still apply)",
+            ns.user, ns.network, ns.mount, ns.ipc
+        ),
+        hint,
+    )
+}
+
+/// Each secret variable the config names: set or not, by NAME only.
+fn secrets(config: &Config) -> Check {
+    let mut names = vec![config.telegram.bot_token_env.as_str()];
+    if !config.provider.api_key_env.is_empty() {
+        names.push(config.provider.api_key_env.as_str());
+    }
+    if config.telegram.mode == TelegramMode::Webhook {
+        names.push(config.telegram.webhook_secret_env.as_str());
+    }
+    let (set, missing): (Vec<&str>, Vec<&str>) = names
+        .into_iter()
+        .partition(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
+    if missing.is_empty() {
+        let keyless = if config.provider.api_key_env.is_empty() {
+            " (provider keyless: api_key_env = \"\")"
+        } else {
+            ""
+        };
+        ok("secrets", format!("set: {}{keyless}", set.join(", ")))
+    } else {
+        fail(
+            "secrets",
+            format!("not set: {}", missing.join(", ")),
+            "export each named variable in serve's environment (values never go in the config)",
+        )
+    }
+}
+
+async fn telegram(config: &Config) -> Check {
+    let options = stream_telegram::ClientOptions {
+        retry: stream_telegram::RetryPolicy {
+            max_attempts: 1,
+            ..stream_telegram::RetryPolicy::default()
+        },
+        request_timeout: Duration::from_secs(10),
+        ..stream_telegram::ClientOptions::default()
+    };
+    let api = match super::bot_api_with(config, options) {
+        Ok(api) => api,
+        Err(e) => {
+            return fail(
+                "telegram",
+                e.error(),
+                "export the bot token BotFather gave you",
+            );
+        }
+    };
+    match api.get_me().await {
+        Ok(me) => {
+            // Telegram usernames are [A-Za-z0-9_]; anything else is dropped
+            // rather than printed.
+            let username: String = me
+                .username
+                .unwrap_or_default()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            ok("telegram", format!("getMe: @{username} (id {})", me.id))
+        }
+        Err(e) => match e.telegram_code() {
+            Some(code @ (401 | 404)) => fail(
+                "telegram",
+                format!("getMe refused ({code})"),
+                &format!(
+                    "{} does not hold a valid bot token: copy it again from BotFather",
+                    config.telegram.bot_token_env
+                ),
+            ),
+            _ => fail(
+                "telegram",
+                format!("getMe failed: {}", e.code()),
+                "check telegram.api_base_url and this machine's outbound HTTPS",
+            ),
+        },
+    }
+}
+
+async fn provider(config: &Config) -> Check {
+    let api = match config.provider.api.as_str() {
+        "openai-chat" => ProviderApi::OpenaiChat,
+        "anthropic-messages" => ProviderApi::AnthropicMessages,
+        other => {
+            return fail(
+                "provider",
+                format!("unknown provider.api {other:?}"),
+                "use \"openai-chat\" or \"anthropic-messages\"",
+            );
+        }
+    };
+    let mut broker_config = stream_broker::BrokerConfig::new(
+        std::path::PathBuf::new(),
+        config.provider.base_url.clone(),
+        config.provider.api_key_env.clone(),
+    );
+    broker_config.http_timeout = Duration::from_secs(10);
+    let broker = match stream_broker::Broker::new(broker_config) {
+        Ok(broker) => broker,
+        Err(e) => {
+            return fail(
+                "provider",
+                e,
+                "export the named key, or set api_key_env = \"\" for a keyless local server",
+            );
+        }
+    };
+    match broker.list_models(api).await {
+        Ok(status @ 200..=299) => ok("provider", format!("GET models answered {status}")),
+        Ok(status @ (401 | 403)) => fail(
+            "provider",
+            format!("GET models answered {status}"),
+            &format!(
+                "the key in {} is refused by the provider",
+                config.provider.api_key_env
+            ),
+        ),
+        Ok(status) => fail(
+            "provider",
+            format!("GET models answered {status}"),
+            "check provider.base_url (OpenAI-shaped URLs end in /v1)",
+        ),
+        Err(e) => fail(
+            "provider",
+            format!("GET models failed: {e}"),
+            "is the server running at provider.base_url, and reachable from here?",
+        ),
+    }
+}
