@@ -4,7 +4,8 @@
 //! canonical JSON and SHA-256 ([`canon`]), length-bounded text that counts
 //! Unicode scalar values ([`text`]), literal wire fields ([`literal`]), the
 //! event envelope ([`event::NewEvent`], [`event::StoredEvent`]) and a strict
-//! payload type for every event of the catalog ([`payload`]).
+//! payload type for every event of the catalog ([`payload`]), and the one
+//! rendering rule for untrusted text on a terminal ([`terminal`]).
 //!
 //! Start with [`event::Payload`]: it ties each payload type to its catalog
 //! row (type, version, authorship, sensitivity, identity key).
@@ -18,6 +19,7 @@ pub mod event;
 pub mod ids;
 pub mod literal;
 pub mod payload;
+pub mod terminal;
 pub mod text;
 
 pub use event::{
