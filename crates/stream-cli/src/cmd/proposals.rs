@@ -13,7 +13,7 @@ use stream_core::text::Label;
 use stream_memory::materialize::Recorded;
 use stream_proposals::chain::ChainError;
 use stream_proposals::decision::{Decided, DecisionError, DecisionRequest, record_decision};
-use stream_proposals::list::{Resolved, list, resolve_prefix};
+use stream_proposals::review::{Resolved, list, resolve_prefix};
 use stream_proposals::project::{
     CorrectionProjection, ProjectError, decisions, project_correction, verify_decision,
 };

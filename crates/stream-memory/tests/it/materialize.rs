@@ -14,7 +14,7 @@ use stream_memory::lock::{LockError, LockEvidence};
 use stream_memory::materialize::{
     MaterializeError, MaterializeOutcome, Recorded, compose, lock_name,
 };
-use stream_proposals::list::{Outcome, list};
+use stream_proposals::review::{Outcome, list};
 use stream_proposals::project::memory_outcome_id;
 use stream_store::faulty::FaultyStore;
 use stream_store::{Read, SqliteStore};
