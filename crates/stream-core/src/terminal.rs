@@ -177,11 +177,7 @@ pub fn shorten(text: &str, window: Window, see: &str) -> Rendered {
         }
         let _ = match more_lines {
             0 => write!(out, "… {} more chars: {see}", thousands(more_chars)),
-            1 => write!(
-                out,
-                "… 1 more line, {} chars: {see}",
-                thousands(more_chars)
-            ),
+            1 => write!(out, "… 1 more line, {} chars: {see}", thousands(more_chars)),
             n => write!(
                 out,
                 "… {n} more lines, {} chars: {see}",

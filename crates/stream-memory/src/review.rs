@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde_json::json;
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{
-    Disposition, FileChanged, MemoryChangeMaterialized, MemoryOperation, MemoryTarget, ProposalDecision,
+    Disposition, FileChanged, MemoryChangeMaterialized, MemoryOperation, MemoryTarget,
+    ProposalDecision,
 };
 use stream_core::{DocumentId, EventId, MemoryPath, Payload, SourceName, VersionId};
 use stream_proposals::review::{MemoryDiff, ProposalShow, rfc3339};
@@ -67,7 +68,12 @@ pub fn memory_diff(
     let base = version_bytes(store, &target.version_id)?.ok_or_else(missing)?;
     let written = compose(operation, &base, text);
     let base_label = format!("memory.md@{}", target.version_id.short(12));
-    let diff = unified_diff(&base, &written, &base_label, "memory.md (as written on accept)");
+    let diff = unified_diff(
+        &base,
+        &written,
+        &base_label,
+        "memory.md (as written on accept)",
+    );
     let current = store
         .document(&target.document_id)?
         .and_then(|d| d.current_version);
@@ -197,12 +203,8 @@ pub fn memory_log(
     }
     let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
-        let file_event = derive_event_id(
-            source.as_str(),
-            FileChanged::TYPE,
-            &json!([doc_id, row.id]),
-        )
-        .ok();
+        let file_event =
+            derive_event_id(source.as_str(), FileChanged::TYPE, &json!([doc_id, row.id])).ok();
         let recorded_at = match &file_event {
             Some(id) => store.event(id)?.map(|e| rfc3339(e.recorded_at_ms)),
             None => None,

@@ -18,8 +18,8 @@ pub mod ack;
 pub mod chain;
 pub mod decision;
 pub mod judgment;
-pub mod review;
 pub mod project;
+pub mod review;
 pub mod settle;
 #[cfg(feature = "testing")]
 pub mod testing;

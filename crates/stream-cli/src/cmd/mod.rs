@@ -8,6 +8,7 @@ pub mod export;
 pub mod init;
 pub mod memory;
 pub mod proposals;
+pub mod review;
 pub mod scan;
 pub mod serve;
 pub mod telegram_menu_register;

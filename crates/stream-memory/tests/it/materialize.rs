@@ -14,8 +14,8 @@ use stream_memory::lock::{LockError, LockEvidence};
 use stream_memory::materialize::{
     MaterializeError, MaterializeOutcome, Recorded, compose, lock_name,
 };
-use stream_proposals::review::{Outcome, list};
 use stream_proposals::project::memory_outcome_id;
+use stream_proposals::review::{Outcome, list};
 use stream_store::faulty::FaultyStore;
 use stream_store::{Read, SqliteStore};
 use stream_testkit::canary::Canary;

@@ -97,7 +97,10 @@ fn from_snapshot(snapshot: &Snapshot, id: &EventId) -> Option<(EvidenceKind, Str
     })
 }
 
-fn from_store(store: &dyn Read, id: &EventId) -> Result<Option<(EvidenceKind, String)>, StoreError> {
+fn from_store(
+    store: &dyn Read,
+    id: &EventId,
+) -> Result<Option<(EvidenceKind, String)>, StoreError> {
     let Some(event) = store.event(id)? else {
         return Ok(None);
     };

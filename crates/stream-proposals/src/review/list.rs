@@ -9,7 +9,8 @@ use stream_context::Snapshot;
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{
     CorrectionProposed, Disposition, FocusDeclarationProposed, MaterializationFailed,
-    MemoryChangeMaterialized, MemoryChangeProposed, MemoryOperation, MemoryTarget, ProposalDecision, ProposalKind,
+    MemoryChangeMaterialized, MemoryChangeProposed, MemoryOperation, MemoryTarget,
+    ProposalDecision, ProposalKind,
 };
 use stream_core::terminal::count_hidden;
 use stream_core::{EventId, Payload, SnapshotId, SourceName, StoredEvent};

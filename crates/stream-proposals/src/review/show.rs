@@ -192,27 +192,37 @@ fn original_text(
         .map(|o| o.text.as_str().to_owned()))
 }
 
-/// A word diff in git's plain form: `[-removed-]` and `{+added+}` inline.
+/// A word diff in git's plain form: `[-removed-]` and `{+added+}` inline,
+/// consecutive words of one kind in one bracket.
 pub fn word_diff(old: &str, new: &str) -> String {
     use similar::{ChangeTag, TextDiff};
     let diff = TextDiff::from_words(old, new);
     let mut out = String::with_capacity(old.len() + new.len());
+    let mut run: Option<(ChangeTag, String)> = None;
+    let flush = |out: &mut String, run: Option<(ChangeTag, String)>| match run {
+        Some((ChangeTag::Equal, text)) => out.push_str(&text),
+        Some((ChangeTag::Delete, text)) => {
+            out.push_str("[-");
+            out.push_str(&text);
+            out.push_str("-]");
+        }
+        Some((ChangeTag::Insert, text)) => {
+            out.push_str("{+");
+            out.push_str(&text);
+            out.push_str("+}");
+        }
+        None => {}
+    };
     for change in diff.iter_all_changes() {
-        let text = change.value();
-        match change.tag() {
-            ChangeTag::Equal => out.push_str(text),
-            ChangeTag::Delete => {
-                out.push_str("[-");
-                out.push_str(text);
-                out.push_str("-]");
-            }
-            ChangeTag::Insert => {
-                out.push_str("{+");
-                out.push_str(text);
-                out.push_str("+}");
+        match &mut run {
+            Some((tag, text)) if *tag == change.tag() => text.push_str(change.value()),
+            _ => {
+                flush(&mut out, run.take());
+                run = Some((change.tag(), change.value().to_owned()));
             }
         }
     }
+    flush(&mut out, run);
     out
 }
 
@@ -227,5 +237,9 @@ mod tests {
             "The capital is [-Lyon.-]{+Paris.+}"
         );
         assert_eq!(word_diff("same", "same"), "same");
+        assert_eq!(
+            word_diff("Sydney.", "The capital is Canberra."),
+            "[-Sydney.-]{+The capital is Canberra.+}"
+        );
     }
 }
