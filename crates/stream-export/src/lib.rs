@@ -3,7 +3,8 @@
 //! Owns `private-training-export` (judgments with `qualityEligible: true`,
 //! whatever `externalExportEligible` says, each with its complete exact
 //! private-provenance chain revalidated) and `training-export` (both flags
-//! true). Read [`select`] then [`write`].
+//! true). Read [`select`] then [`write`]; `--format dpo` turns the same
+//! selection into preference pairs ([`preference_pairs`], [`write_pairs`]).
 //!
 //! Agent proposals are excluded from every training projection: examples
 //! come only from human judgments, and their transcript carries text turns,
@@ -13,10 +14,12 @@
 #![deny(missing_docs)]
 
 mod dest;
+mod dpo;
 mod example;
 mod select;
 
-pub use dest::{DestinationError, WriteReport, check_destination, write};
+pub use dest::{DestinationError, WriteReport, check_destination, write, write_pairs};
+pub use dpo::{PairInput, PairSelection, PreferencePair, preference_pairs};
 pub use example::{ChatMessage, Example, Provenance};
 pub use select::{Exclusion, Selection, select};
 
@@ -35,6 +38,27 @@ impl ExportKind {
         match self {
             Self::Private => "private-training-export",
             Self::External => "training-export",
+        }
+    }
+}
+
+/// The shape of each JSONL line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Chat fine-tuning: `messages` + `provenance`.
+    #[default]
+    Sft,
+    /// Preference pairs: `input`, `preferred_output`, `non_preferred_output`
+    /// + `provenance`.
+    Dpo,
+}
+
+impl Format {
+    /// The stable name (`--format`, the manifest's `exampleFormat`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sft => "sft",
+            Self::Dpo => "dpo",
         }
     }
 }
