@@ -12,4 +12,5 @@ mod demo;
 mod documents;
 mod foundation;
 mod memory_decisions;
+mod review;
 mod telegram_menu;

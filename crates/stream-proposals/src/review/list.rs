@@ -163,11 +163,11 @@ impl ProposalView {
         let text = match self.kind {
             ProposalKind::MemoryChange => self.proposed_text.as_deref(),
             ProposalKind::SelfCorrection => self.replacement.as_deref(),
-            ProposalKind::FocusDeclaration => self
-                .declaration
-                .as_ref()
-                .and_then(|d| d.get("objective"))
-                .and_then(Value::as_str),
+            // A redacted declaration is its marker string.
+            ProposalKind::FocusDeclaration => self.declaration.as_ref().and_then(|d| {
+                d.as_str()
+                    .or_else(|| d.get("objective").and_then(Value::as_str))
+            }),
         };
         text.unwrap_or_default()
     }
