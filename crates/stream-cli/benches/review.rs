@@ -73,16 +73,20 @@ fn main() {
     }
     eprintln!("setup: {PROPOSALS} proposals in {:?}", start.elapsed());
 
-    let (mut list, mut events) = (Vec::new(), Vec::new());
+    let json = ["proposal-list", "--json", "--show-sensitive"];
+    let (mut list, mut listed_json, mut events) = (Vec::new(), Vec::new(), Vec::new());
     thestream(home.path(), &["proposal-list"]); // warm-up
     thestream(home.path(), &["events", "--json"]);
     for _ in 0..SAMPLES {
         list.push(thestream(home.path(), &["proposal-list"]));
+        listed_json.push(thestream(home.path(), &json));
         events.push(thestream(home.path(), &["events", "--json"]));
     }
-    let (list, events) = (median(list), median(events));
+    let (list, listed_json, events) = (median(list), median(listed_json), median(events));
     println!(
-        "proposal-list ({PROPOSALS} pending, 64 KiB memory.md): median {list:?}; events --json: median {events:?}; ratio {:.2}",
-        list.as_secs_f64() / events.as_secs_f64()
+        "{PROPOSALS} pending proposals, 64 KiB memory.md, medians of {SAMPLES}: events --json {events:?}; \
+         proposal-list {list:?} (ratio {:.2}); proposal-list --json --show-sensitive {listed_json:?} (ratio {:.2})",
+        list.as_secs_f64() / events.as_secs_f64(),
+        listed_json.as_secs_f64() / events.as_secs_f64()
     );
 }

@@ -11,7 +11,9 @@ use anyhow::anyhow;
 use stream_core::SourceName;
 use stream_core::terminal::{Window, render, shorten, thousands};
 use stream_memory::review::{LogEntry, ReviewError, add_memory_diff, memory_log};
-use stream_proposals::review::{ProposalShow, ProposalView, Resolved, get, list, marker, show};
+use stream_proposals::review::{
+    Depth, ProposalShow, ProposalView, Resolved, get, list, marker, show,
+};
 use stream_store::Read;
 
 use crate::Ctx;
@@ -99,7 +101,12 @@ fn open_scanned(ctx: &Ctx) -> Result<stream_store::SqliteStore, Failure> {
 pub fn run_list(ctx: &Ctx, args: ListArgs) -> CmdResult {
     let store = open_scanned(ctx)?;
     let visible = sensitive_visible(args.show_sensitive);
-    let mut views = list(&store, args.all)?;
+    let depth = if args.json {
+        Depth::Full
+    } else {
+        Depth::Summary
+    };
+    let mut views = list(&store, args.all, depth)?;
     if !visible {
         views.iter_mut().for_each(ProposalView::redact);
     }

@@ -4,7 +4,10 @@
 use serde::Serialize;
 use stream_context::Snapshot;
 use stream_context::Turn;
-use stream_core::EventId;
+use stream_core::{EventId, SnapshotId};
+
+/// Snapshots loaded once per listing: many proposals share one.
+pub type SnapshotCache = std::collections::BTreeMap<SnapshotId, Option<Snapshot>>;
 use stream_core::payload::{DeliveryReceipt, MessageObservation, MessageReceived};
 use stream_store::{Read, StoreError};
 
@@ -51,28 +54,47 @@ impl std::fmt::Debug for Evidence {
     }
 }
 
-/// Resolves each cited id: first against the snapshot's transcript and
-/// trigger (the text the model saw), else against the stored event itself.
-/// An id that resolves to neither is left out (the chain validator refuses
+/// Resolves each cited id: a message to its stored text; a reply (its
+/// output or delivery receipt) to its text as the proposer's snapshot held
+/// it (the effective text the model saw), else as stored. `snapshot` is
+/// loaded only when a reply is cited (loading one is the costly part), once
+/// per listing through `cache`. An
+/// id that resolves to nothing is left out (the chain validator refuses
 /// such a proposal before any decision).
 pub fn resolve_evidence(
     store: &dyn Read,
-    snapshot: Option<&Snapshot>,
+    snapshot_id: Option<&SnapshotId>,
+    cache: &mut SnapshotCache,
     ids: &[EventId],
 ) -> Result<Vec<Evidence>, StoreError> {
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        let recorded_at_ms = store.event(id)?.map(|e| e.recorded_at_ms);
-        let found = match snapshot.and_then(|s| from_snapshot(s, id)) {
-            Some(found) => Some(found),
-            None => from_store(store, id)?,
+        let Some(event) = store.event(id)? else {
+            continue;
+        };
+        let found = if let Ok(m) = event.decode::<MessageReceived>() {
+            Some((
+                EvidenceKind::Message,
+                m.text.map(|t| t.as_str().to_owned()).unwrap_or_default(),
+            ))
+        } else {
+            let snapshot = snapshot_id.and_then(|sid| {
+                cache
+                    .entry(sid.clone())
+                    .or_insert_with(|| Snapshot::load(store, sid).ok())
+                    .as_ref()
+            });
+            match snapshot.and_then(|s| from_snapshot(s, id)) {
+                Some(found) => Some(found),
+                None => reply_from_store(store, &event)?,
+            }
         };
         if let Some((kind, text)) = found {
             out.push(Evidence {
                 id: id.clone(),
                 kind,
                 text,
-                recorded_at_ms,
+                recorded_at_ms: Some(event.recorded_at_ms),
             });
         }
     }
@@ -97,27 +119,17 @@ fn from_snapshot(snapshot: &Snapshot, id: &EventId) -> Option<(EvidenceKind, Str
     })
 }
 
-fn from_store(
+fn reply_from_store(
     store: &dyn Read,
-    id: &EventId,
+    event: &stream_core::StoredEvent,
 ) -> Result<Option<(EvidenceKind, String)>, StoreError> {
-    let Some(event) = store.event(id)? else {
-        return Ok(None);
-    };
-    if let Ok(m) = event.decode::<MessageReceived>() {
-        return Ok(Some((
-            EvidenceKind::Message,
-            m.text.map(|t| t.as_str().to_owned()).unwrap_or_default(),
-        )));
-    }
-    let output_id = if let Ok(r) = event.decode::<DeliveryReceipt>() {
-        r.output_event_id
+    let output = if let Ok(r) = event.decode::<DeliveryReceipt>() {
+        match store.event(&r.output_event_id)? {
+            Some(e) => e.decode::<MessageObservation>().ok(),
+            None => None,
+        }
     } else {
-        id.clone()
-    };
-    let output = match store.event(&output_id)? {
-        Some(e) => e.decode::<MessageObservation>().ok(),
-        None => None,
+        event.decode::<MessageObservation>().ok()
     };
     Ok(output.map(|o| (EvidenceKind::Reply, o.text.as_str().to_owned())))
 }

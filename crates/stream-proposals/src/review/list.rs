@@ -1,11 +1,8 @@
 //! The operator's view of proposals: kind, decision state, outcome, age,
 //! staleness, evidence and the proposal's own fields.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 use serde_json::{Value, json};
-use stream_context::Snapshot;
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{
     CorrectionProposed, Disposition, FocusDeclarationProposed, MaterializationFailed,
@@ -16,7 +13,7 @@ use stream_core::terminal::count_hidden;
 use stream_core::{EventId, Payload, SnapshotId, SourceName, StoredEvent};
 use stream_store::{EventQuery, Read, StoreError};
 
-use super::evidence::{Evidence, resolve_evidence};
+use super::evidence::{Evidence, SnapshotCache, resolve_evidence};
 use crate::project::{judgment_id, memory_outcome_id};
 
 /// Where a proposal stands.
@@ -172,26 +169,23 @@ impl ProposalView {
         text.unwrap_or_default()
     }
 
-    /// Every text of the proposal a model wrote.
-    pub fn untrusted_texts(&self) -> Vec<&str> {
-        let mut texts: Vec<&str> = [
-            self.proposed_text.as_deref(),
-            self.replacement.as_deref(),
-            self.reason.as_deref(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        texts.extend(self.evidence.iter().map(|e| e.text.as_str()));
-        texts
-    }
-
+    /// The `controls` rule: any text of the proposal itself (what the
+    /// model wrote: text, replacement, reason, declaration) holds a hidden
+    /// character. Cited evidence is shown escaped but does not flag.
     fn has_controls(&self) -> bool {
         let declaration_hidden = self
             .declaration
             .as_ref()
             .is_some_and(|d| count_hidden(&d.to_string()) > 0);
-        declaration_hidden || self.untrusted_texts().iter().any(|t| count_hidden(t) > 0)
+        declaration_hidden
+            || [
+                self.proposed_text.as_deref(),
+                self.replacement.as_deref(),
+                self.reason.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|t| count_hidden(t) > 0)
     }
 }
 
@@ -240,13 +234,20 @@ pub fn is_stale(store: &dyn Read, target: &MemoryTarget) -> Result<bool, StoreEr
     })
 }
 
-/// Snapshots loaded once per listing: many proposals share one.
-pub type SnapshotCache = BTreeMap<SnapshotId, Option<Snapshot>>;
+/// How much a listing resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Everything but evidence (the table).
+    Summary,
+    /// Evidence resolved too (`--json`, show).
+    Full,
+}
 
 fn view(
     store: &dyn Read,
     event: &StoredEvent,
     snapshots: &mut SnapshotCache,
+    depth: Depth,
 ) -> Result<Option<ProposalView>, StoreError> {
     let id = event.id().clone();
     let mut v = ProposalView {
@@ -299,11 +300,10 @@ fn view(
     } else {
         return Ok(None);
     }
-    if let (false, Some(snapshot_id)) = (evidence_ids.is_empty(), &v.snapshot_id) {
-        let snapshot = snapshots
-            .entry(snapshot_id.clone())
-            .or_insert_with(|| Snapshot::load(store, snapshot_id).ok());
-        v.evidence = resolve_evidence(store, snapshot.as_ref(), &evidence_ids)?;
+    if let (Depth::Full, false, Some(snapshot_id)) =
+        (depth, evidence_ids.is_empty(), &v.snapshot_id)
+    {
+        v.evidence = resolve_evidence(store, Some(snapshot_id), snapshots, &evidence_ids)?;
     }
     if v.stale {
         v.flags.push(Flag::Stale);
@@ -361,11 +361,11 @@ fn decide(store: &dyn Read, v: &mut ProposalView) -> Result<(), StoreError> {
 }
 
 /// All proposals (or only pending ones), oldest first.
-pub fn list(store: &dyn Read, all: bool) -> Result<Vec<ProposalView>, StoreError> {
+pub fn list(store: &dyn Read, all: bool, depth: Depth) -> Result<Vec<ProposalView>, StoreError> {
     let mut snapshots = SnapshotCache::new();
     let mut views = Vec::new();
     for event in proposal_events(store)? {
-        if let Some(v) = view(store, &event, &mut snapshots)? {
+        if let Some(v) = view(store, &event, &mut snapshots, depth)? {
             if all || v.state == State::Pending {
                 views.push(v);
             }
@@ -377,7 +377,7 @@ pub fn list(store: &dyn Read, all: bool) -> Result<Vec<ProposalView>, StoreError
 /// One proposal by its full id.
 pub fn get(store: &dyn Read, id: &EventId) -> Result<Option<ProposalView>, StoreError> {
     match store.event(id)? {
-        Some(event) => view(store, &event, &mut SnapshotCache::new()),
+        Some(event) => view(store, &event, &mut SnapshotCache::new(), Depth::Full),
         None => Ok(None),
     }
 }
