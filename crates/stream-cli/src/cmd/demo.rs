@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use serde_json::{Value, json};
 use stream_core::payload::ProviderApi;
+use stream_core::terminal::render;
 use stream_testkit::provider::{Reply, ScriptedCall, ScriptedCompletion};
 use stream_testkit::stack::{Ran, Stack};
 
@@ -38,7 +39,7 @@ impl Demo {
     }
 
     fn owner(&self, text: &str) {
-        println!("   owner › {text}");
+        println!("   owner › {}", render(text).text);
         self.stack.say(text);
     }
 
@@ -49,7 +50,8 @@ impl Demo {
             return Err(runtime(format!("serve --drain failed:\n{}", ran.stderr)));
         }
         for text in self.stack.sent_texts().iter().skip(before) {
-            for (i, line) in text.lines().enumerate() {
+            // What the bot sent is model-written: escaped like every review view.
+            for (i, line) in render(text).text.lines().enumerate() {
                 println!("   {} {line}", if i == 0 { "bot   ›" } else { "        " });
             }
         }
