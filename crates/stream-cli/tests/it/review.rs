@@ -293,6 +293,24 @@ fn bad_input_exits_without_printing_content() {
     ]);
     assert_eq!(format.code, 2, "{}", format.stderr);
 
+    // A memory.md without frontmatter, with a long single line and controls:
+    // listed and shown (stale), escaped, nothing leaks when not asked.
+    std::fs::write(
+        s.memory_path(),
+        format!("no frontmatter\u{1b}[8m {}\n", "canary-long ".repeat(2_000)),
+    )
+    .unwrap();
+    let list = s.ok(&["proposal-list"]);
+    assert!(list.contains("stale"), "{list}");
+    assert!(!list.contains("canary-"));
+    let shown = s.ok(&["proposal-show", s.w.memory.as_str(), "--show-sensitive"]);
+    assert!(
+        shown.contains("+no frontmatter\\u{1b}[8m canary-long"),
+        "{shown}"
+    );
+    let dark = s.ok(&["proposal-show", s.w.memory.as_str()]);
+    assert!(!dark.contains("canary-"));
+
     // The base version's bytes are gone from the store: show says so, exit 1.
     let conn = rusqlite::Connection::open(s.home.path().join(".thestream/store.db")).unwrap();
     conn.execute_batch("PRAGMA foreign_keys = OFF; DELETE FROM blobs;")
