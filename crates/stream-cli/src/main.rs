@@ -43,8 +43,12 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Run ingress, the consumer and delivery (--drain: what is available now, then exit).
     Serve(cmd::serve::Args),
-    /// List proposals (pending ones unless --all).
-    ProposalList(cmd::proposals::ListArgs),
+    /// List proposals (pending ones unless --all): id, kind, age, state, outcome, flags, summary.
+    ProposalList(cmd::review::ListArgs),
+    /// Show one proposal whole: reason, evidence, the memory diff or the correction.
+    ProposalShow(cmd::review::ShowArgs),
+    /// Every version of memory.md, newest first, with who put it there.
+    MemoryLog(cmd::review::LogArgs),
     /// Accept, edit or reject one proposal, then project it (prints ids and status only).
     ProposalDecision(cmd::proposals::DecisionArgs),
     /// Finish every decision left between its append and its projection.
@@ -91,7 +95,9 @@ fn run(cli: Cli) -> CmdResult {
         Command::Events(args) => cmd::events::run(&ctx, args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => cmd::serve::run(&ctx, args),
-        Command::ProposalList(args) => cmd::proposals::run_list(&ctx, args),
+        Command::ProposalList(args) => cmd::review::run_list(&ctx, args),
+        Command::ProposalShow(args) => cmd::review::run_show(&ctx, args),
+        Command::MemoryLog(args) => cmd::review::run_log(&ctx, args),
         Command::ProposalDecision(args) => cmd::proposals::run_decision(&ctx, args),
         Command::ProposalProject => cmd::proposals::run_project(&ctx),
         Command::PrivateTrainingExport(args) => cmd::export::run_private(&ctx, args),
@@ -113,6 +119,8 @@ fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // No escape sequences into a file or pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 

@@ -6,7 +6,8 @@
 //! event envelope ([`event::NewEvent`], [`event::StoredEvent`]) and a strict
 //! payload type for every event of the catalog ([`payload`]), and the one
 //! strict parser of model-written JSON, which refuses a repeated key
-//! ([`json`]).
+//! ([`json`]), and the one rendering rule for untrusted text on a terminal
+//! ([`terminal`]).
 //!
 //! Start with [`event::Payload`]: it ties each payload type to its catalog
 //! row (type, version, authorship, sensitivity, identity key).
@@ -22,6 +23,7 @@ pub mod json;
 pub mod literal;
 pub mod parts;
 pub mod payload;
+pub mod terminal;
 pub mod text;
 
 pub use event::{

@@ -8,7 +8,12 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use stream_core::canon::sha256;
 
-use crate::example::check_complete;
+use std::collections::BTreeMap;
+
+use crate::Format;
+use crate::dpo::PairSelection;
+use crate::example::{Provenance, check_complete};
+use crate::select::Exclusion;
 use crate::select::Selection;
 use crate::{ExportError, ExportKind};
 
@@ -148,7 +153,8 @@ pub struct WriteReport {
 }
 
 /// Checks the destination, refuses the whole selection if any example lacks
-/// a provenance id, then writes the JSONL file and `FILE.manifest.json`.
+/// a provenance id, then writes the JSONL file and `FILE.manifest.json`
+/// (`--format sft`).
 pub fn write(
     path: &Path,
     kind: ExportKind,
@@ -156,17 +162,59 @@ pub fn write(
 ) -> Result<WriteReport, ExportError> {
     check_destination(path)?;
     check_complete(&selection.examples)?;
+    let provenance: Vec<&Provenance> = selection.examples.iter().map(|e| &e.provenance).collect();
+    write_lines(
+        path,
+        kind,
+        Format::Sft,
+        &selection.examples,
+        &provenance,
+        &selection.excluded,
+    )
+}
+
+/// [`write`] for preference pairs (`--format dpo`): the same destination
+/// rules and the same refusal of a pair missing a provenance id.
+pub fn write_pairs(
+    path: &Path,
+    kind: ExportKind,
+    selection: &PairSelection,
+) -> Result<WriteReport, ExportError> {
+    check_destination(path)?;
+    for (index, pair) in selection.pairs.iter().enumerate() {
+        if let Some(field) = pair.provenance.missing() {
+            return Err(ExportError::IncompleteExample { index, field });
+        }
+    }
+    let provenance: Vec<&Provenance> = selection.pairs.iter().map(|p| &p.provenance).collect();
+    write_lines(
+        path,
+        kind,
+        Format::Dpo,
+        &selection.pairs,
+        &provenance,
+        &selection.excluded,
+    )
+}
+
+fn write_lines<T: serde::Serialize>(
+    path: &Path,
+    kind: ExportKind,
+    format: Format,
+    lines: &[T],
+    provenance: &[&Provenance],
+    excluded: &BTreeMap<Exclusion, usize>,
+) -> Result<WriteReport, ExportError> {
     let mut jsonl = Vec::new();
-    for example in &selection.examples {
-        serde_json::to_writer(&mut jsonl, example)
+    for line in lines {
+        serde_json::to_writer(&mut jsonl, line)
             .map_err(|_| ExportError::Io(std::io::ErrorKind::InvalidData))?;
         jsonl.push(b'\n');
     }
     let digest = sha256(&jsonl);
     let manifest_path = PathBuf::from(format!("{}.manifest.json", path.display()));
     check_destination(&manifest_path)?;
-    let excluded: serde_json::Map<String, serde_json::Value> = selection
-        .excluded
+    let excluded: serde_json::Map<String, serde_json::Value> = excluded
         .iter()
         .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
         .collect();
@@ -174,9 +222,10 @@ pub fn write(
         "format": "thestream/training-export/1",
         "kind": kind.as_str(),
         "exampleContents": kind.contents(),
-        "examples": selection.examples.len(),
+        "exampleFormat": format.as_str(),
+        "examples": lines.len(),
         "sha256": digest,
-        "judgmentEventIds": selection.examples.iter().map(|e| &e.provenance.judgment_event_id).collect::<Vec<_>>(),
+        "judgmentEventIds": provenance.iter().map(|p| &p.judgment_event_id).collect::<Vec<_>>(),
         "excluded": excluded,
     });
     let manifest_bytes = serde_json::to_vec_pretty(&manifest)
@@ -184,7 +233,7 @@ pub fn write(
     write_atomic(path, &jsonl)?;
     write_atomic(&manifest_path, &manifest_bytes)?;
     Ok(WriteReport {
-        examples: selection.examples.len(),
+        examples: lines.len(),
         sha256: digest.to_string(),
         manifest: manifest_path,
     })

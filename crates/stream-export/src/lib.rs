@@ -3,10 +3,11 @@
 //! Owns `private-training-export` (judgments with `qualityEligible: true`,
 //! whatever `externalExportEligible` says, each with its complete exact
 //! private-provenance chain revalidated) and `training-export` (both flags
-//! true). Read [`select`] then [`write`]. An external example holds only
-//! externally eligible text: no memory, no private correction, no internal
-//! id annotation (see [`EXTERNAL_CONTENTS`]); a private one is
-//! exactly the snapshot the model saw.
+//! true). Read [`select`] then [`write`]; `--format dpo` turns the same
+//! selection into preference pairs ([`preference_pairs`], [`write_pairs`]).
+//! An external example holds only externally eligible text: no memory, no
+//! private correction, no internal id annotation (see [`EXTERNAL_CONTENTS`]);
+//! a private one is exactly the snapshot the model saw.
 //!
 //! Agent proposals are excluded from every training projection: examples
 //! come only from human judgments, and their transcript carries text turns,
@@ -16,11 +17,13 @@
 #![deny(missing_docs)]
 
 mod dest;
+mod dpo;
 mod example;
 mod external;
 mod select;
 
-pub use dest::{DestinationError, WriteReport, check_destination, write};
+pub use dest::{DestinationError, WriteReport, check_destination, write, write_pairs};
+pub use dpo::{PairInput, PairSelection, PreferencePair, preference_pairs};
 pub use example::{ChatMessage, Example, Provenance};
 pub use external::{EXTERNAL_CONTENTS, PRIVATE_CONTENTS};
 pub use select::{Exclusion, Selection, select};
@@ -48,6 +51,27 @@ impl ExportKind {
         match self {
             Self::Private => "private-training-export",
             Self::External => "training-export",
+        }
+    }
+}
+
+/// The shape of each JSONL line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Chat fine-tuning: `messages` + `provenance`.
+    #[default]
+    Sft,
+    /// Preference pairs: `input`, `preferred_output`, `non_preferred_output`
+    /// + `provenance`.
+    Dpo,
+}
+
+impl Format {
+    /// The stable name (`--format`, the manifest's `exampleFormat`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sft => "sft",
+            Self::Dpo => "dpo",
         }
     }
 }

@@ -31,6 +31,8 @@ pub enum Exclusion {
     Superseded,
     /// A link of the private-provenance chain is missing or inconsistent.
     Chain(&'static str),
+    /// `--format dpo`: the replacement equals the original.
+    NoPreference,
 }
 
 impl Exclusion {
@@ -41,6 +43,7 @@ impl Exclusion {
             Self::NotExternallyEligible => "not-externally-eligible",
             Self::Superseded => "superseded",
             Self::Chain(link) => link,
+            Self::NoPreference => "no-preference",
         }
     }
 }

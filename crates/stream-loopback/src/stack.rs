@@ -241,9 +241,9 @@ impl Stack {
             .collect()
     }
 
-    /// `thestream proposal-list --all --json`, parsed.
+    /// `thestream proposal-list --all --json --show-sensitive`, parsed.
     pub fn proposals(&self) -> std::io::Result<Vec<Value>> {
-        let ran = self.run(&["proposal-list", "--all", "--json"])?;
+        let ran = self.run(&["proposal-list", "--all", "--json", "--show-sensitive"])?;
         serde_json::from_str(&ran.stdout).map_err(io)
     }
 

@@ -9,7 +9,9 @@
 //! transaction per scan), the owner-only root lock ([`lock::RootLock`]) and
 //! the memory materializer ([`materialize::materialize`]): an accepted or
 //! edited memory decision, revalidated against the frozen base, written
-//! atomically, scanned, verified and receipted.
+//! atomically, scanned, verified and receipted. [`review`] is what a
+//! reviewer sees: a proposal's diff computed with the materializer's own
+//! byte composition, and the audit log of every `memory.md` version.
 //!
 //! Read [`materialize::materialize`] and [`scan::scan`] first.
 //!
@@ -22,6 +24,7 @@
 pub mod frontmatter;
 pub mod lock;
 pub mod materialize;
+pub mod review;
 pub mod scan;
 
 pub use frontmatter::{Frontmatter, FrontmatterError};

@@ -5,7 +5,9 @@
 //! proposals, completed-run receipt, run row, consumer progress), the
 //! settlement of failed attempts, human judgments ([`judgment`]), the shared
 //! authority-chain validator ([`chain::verify_chain`]), human decisions
-//! ([`decision`]) and their projection into judgments ([`project`]).
+//! ([`decision`]), their projection into judgments ([`project`]), and the
+//! review view-model of proposals ([`review`]: list, show, staleness,
+//! evidence, redaction).
 //!
 //! Start with [`settle::Settlement::assemble`] and [`settle::commit`]. A
 //! proposal built here is inert: nothing in this crate applies it.
@@ -16,8 +18,8 @@ pub mod ack;
 pub mod chain;
 pub mod decision;
 pub mod judgment;
-pub mod list;
 pub mod project;
+pub mod review;
 pub mod settle;
 #[cfg(feature = "testing")]
 pub mod testing;

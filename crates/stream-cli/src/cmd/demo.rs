@@ -1,13 +1,15 @@
 //! `thestream demo`: the whole chain in a temporary folder against the
 //! built-in loopback fakes (a Telegram Bot API and an OpenAI-shaped
 //! provider), narrated step by step. Every step runs this very binary as a
-//! user would: `serve --drain`, `proposal-list`, `events`.
+//! user would: `serve --drain`, `proposal-list`, `proposal-show`,
+//! `proposal-decision`, `memory-log`, `events`.
 
 use std::path::PathBuf;
 
 use anyhow::anyhow;
 use serde_json::{Value, json};
 use stream_core::payload::ProviderApi;
+use stream_core::terminal::render;
 use stream_loopback::provider::{Reply, ScriptedCall, ScriptedCompletion};
 use stream_loopback::stack::{Ran, Stack};
 
@@ -37,7 +39,7 @@ impl Demo {
     }
 
     fn owner(&self, text: &str) {
-        println!("   owner › {text}");
+        println!("   owner › {}", render(text).text);
         self.stack.say(text);
     }
 
@@ -48,7 +50,8 @@ impl Demo {
             return Err(runtime(format!("serve --drain failed:\n{}", ran.stderr)));
         }
         for text in self.stack.sent_texts().iter().skip(before) {
-            for (i, line) in text.lines().enumerate() {
+            // What the bot sent is model-written: escaped like every review view.
+            for (i, line) in render(text).text.lines().enumerate() {
                 println!("   {} {line}", if i == 0 { "bot   ›" } else { "        " });
             }
         }
@@ -148,7 +151,7 @@ pub fn run(args: Args) -> CmdResult {
     );
 
     demo.title("The proposals, as the store holds them: inert until a human decides");
-    let ran = demo.thestream(&["proposal-list"])?;
+    let ran = demo.thestream(&["proposal-list", "--show-sensitive"])?;
     print!("{}", indent(&ran.stdout));
 
     let proposals = demo.stack.proposals().map_err(runtime)?;
@@ -165,6 +168,14 @@ pub fn run(args: Args) -> CmdResult {
         id_of("memory-change")?,
         id_of("focus-declaration")?,
     );
+
+    demo.title("Review the memory change: the diff is computed with the materializer's own bytes");
+    let ran = demo.thestream(&["proposal-show", &memory[..12], "--show-sensitive"])?;
+    print!("{}", indent(&ran.stdout));
+
+    demo.title("Review the correction: the reply as delivered, the replacement, a word diff");
+    let ran = demo.thestream(&["proposal-show", &correction[..12], "--show-sensitive"])?;
+    print!("{}", indent(&ran.stdout));
 
     demo.title("A human accepts the correction: it becomes a judgment");
     let ran = demo.thestream(&[
@@ -240,6 +251,43 @@ pub fn run(args: Args) -> CmdResult {
         system.contains("The owner prefers short answers.")
     );
 
+    demo.title("Another memory suggestion, then the owner edits memory.md by hand: it turns stale");
+    demo.owner("Remember that I water the garden on Sundays.");
+    demo.stack.script(Reply::completion(ScriptedCompletion::calls(vec![call(
+        "call_4",
+        "request_memory_change",
+        json!({"operation": "append", "proposed_text": "- The owner waters the garden on Sundays.", "reason": "The owner asked me to remember this.", "evidence_event_ids": []}),
+    )])));
+    demo.drain()?;
+    let mut edited = std::fs::read_to_string(&memory_path).map_err(runtime)?;
+    edited.push_str("- (added by hand) The owner lives in Canberra.\n");
+    std::fs::write(&memory_path, edited).map_err(runtime)?;
+    println!("   (the owner appends a line to memory.md in an editor)");
+    let ran = demo.thestream(&["proposal-list", "--show-sensitive"])?;
+    print!("{}", indent(&ran.stdout));
+    let pending = demo.stack.proposals().map_err(runtime)?;
+    let second = pending
+        .iter()
+        .find(|p| p["kind"] == "memory-change" && p["state"] == "pending")
+        .and_then(|p| p["shortId"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| runtime("no second memory proposal"))?;
+
+    demo.title("The owner rejects the stale suggestion");
+    let ran = demo.thestream(&[
+        "proposal-decision",
+        "--proposal",
+        &second,
+        "--reject",
+        "--actor",
+        "owner",
+    ])?;
+    print!("{}", indent(&ran.stdout));
+
+    demo.title("memory-log --patch: who put each line in memory.md, and when");
+    let ran = demo.thestream(&["memory-log", "--patch", "--show-sensitive"])?;
+    print!("{}", indent(&ran.stdout));
+
     demo.title("Exports: the accepted self-correction is private training data, never external");
     let exports = demo.stack.path().join("exports");
     std::fs::create_dir_all(&exports).map_err(runtime)?;
@@ -276,7 +324,7 @@ pub fn run(args: Args) -> CmdResult {
         println!("   {n:>3}  {ty}");
     }
     println!(
-        "   {} provider requests for 5 model turns; the literal \"latest\" stored: {}",
+        "   {} provider requests for 6 model turns; the literal \"latest\" stored: {}",
         demo.stack.provider.requests().len(),
         serde_json::to_string(&events)
             .map_err(runtime)?

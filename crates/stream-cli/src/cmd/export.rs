@@ -6,7 +6,10 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use stream_export::{DestinationError, ExportError, ExportKind, check_destination, select, write};
+use stream_export::{
+    DestinationError, ExportError, ExportKind, Format, check_destination, preference_pairs, select,
+    write, write_pairs,
+};
 
 use crate::Ctx;
 use crate::exit::{CmdResult, Failure};
@@ -20,6 +23,18 @@ pub struct PrivateArgs {
     /// Required: you understand the file holds sensitive private conversation data.
     #[arg(long, required = true)]
     acknowledge_sensitive_private_training: bool,
+    /// `sft` (chat examples) or `dpo` (preference pairs).
+    #[arg(long, value_enum, default_value = "sft")]
+    format: FormatArg,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Chat fine-tuning examples.
+    Sft,
+    /// Preference pairs (OpenAI preference fine-tuning).
+    Dpo,
 }
 
 /// `training-export` arguments.
@@ -38,7 +53,7 @@ fn failure(e: ExportError) -> Failure {
     }
 }
 
-fn run(ctx: &Ctx, output: PathBuf, kind: ExportKind) -> CmdResult {
+fn run(ctx: &Ctx, output: PathBuf, kind: ExportKind, format: Format) -> CmdResult {
     // Refuse a bad destination before reading anything.
     check_destination(&output).map_err(|e: DestinationError| failure(e.into()))?;
     let store = super::open_store(&ctx.config()?)?;
@@ -57,7 +72,19 @@ fn run(ctx: &Ctx, output: PathBuf, kind: ExportKind) -> CmdResult {
     })
     .map_err(failure)?;
     bar.finish_and_clear();
-    let report = write(&output, kind, &selection).map_err(failure)?;
+    let (report, excluded) = match format {
+        Format::Sft => (
+            write(&output, kind, &selection).map_err(failure)?,
+            selection.excluded,
+        ),
+        Format::Dpo => {
+            let pairs = preference_pairs(&store, selection).map_err(failure)?;
+            (
+                write_pairs(&output, kind, &pairs).map_err(failure)?,
+                pairs.excluded,
+            )
+        }
+    };
     println!(
         "{} examples written to {} (sha256 {})",
         report.examples,
@@ -65,7 +92,7 @@ fn run(ctx: &Ctx, output: PathBuf, kind: ExportKind) -> CmdResult {
         report.sha256
     );
     println!("manifest {}", report.manifest.display());
-    for (reason, count) in &selection.excluded {
+    for (reason, count) in &excluded {
         println!("excluded {count}: {}", reason.as_str());
     }
     Ok(())
@@ -79,10 +106,14 @@ pub fn run_private(ctx: &Ctx, args: PrivateArgs) -> CmdResult {
             "--acknowledge-sensitive-private-training is required"
         )));
     }
-    run(ctx, args.output, ExportKind::Private)
+    let format = match args.format {
+        FormatArg::Sft => Format::Sft,
+        FormatArg::Dpo => Format::Dpo,
+    };
+    run(ctx, args.output, ExportKind::Private, format)
 }
 
 /// Runs `training-export`.
 pub fn run_external(ctx: &Ctx, args: ExternalArgs) -> CmdResult {
-    run(ctx, args.output, ExportKind::External)
+    run(ctx, args.output, ExportKind::External, Format::Sft)
 }

@@ -11,6 +11,7 @@ pub mod init;
 pub mod memory;
 pub mod pair;
 pub mod proposals;
+pub mod review;
 pub mod scan;
 pub mod serve;
 pub mod stats;

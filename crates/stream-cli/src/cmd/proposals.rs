@@ -1,5 +1,5 @@
-//! `proposal-list`, `proposal-decision`, `proposal-project`: the bounded
-//! local surface for human decisions. There is no network endpoint and no
+//! `proposal-decision`, `proposal-project`: the bounded local surface for
+//! human decisions (the review commands are in `review`). There is no network endpoint and no
 //! generic event mutation; `proposal-decision` reads edit text from a file
 //! and prints ids and status only.
 
@@ -13,27 +13,16 @@ use stream_core::text::Label;
 use stream_memory::materialize::Recorded;
 use stream_proposals::chain::ChainError;
 use stream_proposals::decision::{Decided, DecisionError, DecisionRequest, record_decision};
-use stream_proposals::list::{Resolved, list, resolve_prefix};
 use stream_proposals::project::{
     CorrectionProjection, ProjectError, decisions, project_correction, verify_decision,
 };
+use stream_proposals::review::{Resolved, resolve_prefix};
 use stream_store::{Read, Store};
 
 use super::memory::{MemoryStatus, project_memory};
 use crate::Ctx;
 use crate::config::Config;
 use crate::exit::{CmdResult, Failure};
-
-/// `proposal-list` arguments.
-#[derive(Debug, clap::Args)]
-pub struct ListArgs {
-    /// Decided proposals too, not only pending ones.
-    #[arg(long)]
-    all: bool,
-    /// A JSON array instead of lines.
-    #[arg(long)]
-    json: bool,
-}
 
 /// `proposal-decision` arguments.
 #[derive(Debug, clap::Args)]
@@ -65,41 +54,6 @@ pub struct DecisionArgs {
 
 /// The largest edit file read.
 const MAX_EDIT_BYTES: u64 = 256 * 1024;
-
-/// Runs `proposal-list`.
-pub fn run_list(ctx: &Ctx, args: ListArgs) -> CmdResult {
-    let store = super::open_store(&ctx.config()?)?;
-    let views = list(&store, args.all)?;
-    if args.json {
-        let text = serde_json::to_string_pretty(&views).map_err(Failure::runtime)?;
-        println!("{text}");
-        return Ok(());
-    }
-    for v in &views {
-        let state = serde_json::to_value(v.state).map_err(Failure::runtime)?;
-        let outcome = v
-            .outcome
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(Failure::runtime)?;
-        println!(
-            "{}  {:<18} {:<9} {}",
-            v.id,
-            v.kind.as_str(),
-            state.as_str().unwrap_or_default(),
-            outcome.as_ref().and_then(|o| o.as_str()).unwrap_or("-")
-        );
-        if let Some(text) = v.proposed_text.as_deref().or(v.replacement.as_deref()) {
-            for line in text.lines().take(6) {
-                println!("    │ {line}");
-            }
-        }
-    }
-    if views.is_empty() {
-        eprintln!("no {}proposals", if args.all { "" } else { "pending " });
-    }
-    Ok(())
-}
 
 /// Reads the operator's replacement. Its content is never printed.
 fn read_edit_file(path: &PathBuf) -> Result<String, Failure> {

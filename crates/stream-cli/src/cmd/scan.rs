@@ -5,19 +5,20 @@
 
 use anyhow::anyhow;
 use stream_core::SourceName;
-use stream_memory::scan::{ScanError, ScanLimits, scan_with_limits};
+use stream_memory::scan::{ScanError, ScanLimits, ScanReport, scan_with_limits};
+use stream_store::SqliteStore;
 
 use crate::Ctx;
+use crate::config::Config;
 use crate::exit::{CmdResult, Failure};
 
 /// `scan` arguments.
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
-/// Runs `scan`.
-pub fn run(ctx: &Ctx, _args: Args) -> CmdResult {
-    let config = ctx.config()?;
-    let store = super::open_store(&config)?;
+/// Scans the configured context root into the store (as `scan` does, and
+/// as the review commands do first so that staleness reflects the disk).
+pub fn scan_context(config: &Config, store: &SqliteStore) -> Result<ScanReport, Failure> {
     let source = SourceName::fixed(SourceName::CONTEXT);
     // A memory.md the materializer may write is always small enough to scan.
     let limits = ScanLimits {
@@ -28,7 +29,7 @@ pub fn run(ctx: &Ctx, _args: Args) -> CmdResult {
         ..ScanLimits::default()
     };
     let root = &config.context.root;
-    let report = scan_with_limits(&store, &source, root, &limits).map_err(|e| match e {
+    scan_with_limits(store, &source, root, &limits).map_err(|e| match e {
         ScanError::RootMissing | ScanError::RootIsSymlink | ScanError::RootNotADirectory => {
             Failure::usage(anyhow!("context root {}: {e}", root.display()))
         }
@@ -38,7 +39,15 @@ pub fn run(ctx: &Ctx, _args: Args) -> CmdResult {
         | ScanError::TooManyEntries { .. }
         | ScanError::TooManyNewBytes { .. }
         | ScanError::Record(_) => Failure::runtime(e),
-    })?;
+    })
+}
+
+/// Runs `scan`.
+pub fn run(ctx: &Ctx, _args: Args) -> CmdResult {
+    let config = ctx.config()?;
+    let store = super::open_store(&config)?;
+    let source = SourceName::fixed(SourceName::CONTEXT);
+    let report = scan_context(&config, &store)?;
     let s = &report.skipped;
     println!("source: {source}");
     println!("files: {}", report.files);

@@ -15,7 +15,7 @@ fn world(home: &Home) -> World {
 fn proposal_list_json_shows_pending_proposals_with_their_fields() {
     let home = Home::init();
     let w = world(&home);
-    let run = home.run(&["proposal-list", "--json"]);
+    let run = home.run(&["proposal-list", "--json", "--show-sensitive"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let list: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(list.len(), 3);

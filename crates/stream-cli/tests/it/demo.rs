@@ -26,7 +26,13 @@ fn the_demo_runs_the_whole_chain() {
         "the provider saw the approved memory line: true",
         "1 examples written",
         "0 examples written",
-        "5 provider requests for 5 model turns; the literal \"latest\" stored: false",
+        "6 provider requests for 6 model turns; the literal \"latest\" stored: false",
+        "+- The owner prefers short answers.",
+        "[-Sydney.-]{+The capital of Australia is Canberra.+}",
+        "stale",
+        "rejected",
+        "materialized  proposal ",
+        "edited",
     ] {
         assert!(
             stdout.contains(expected),

@@ -20,4 +20,5 @@ mod foundation;
 mod memory_decisions;
 mod pair;
 mod private_store;
+mod review;
 mod telegram_menu;

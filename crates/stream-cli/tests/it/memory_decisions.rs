@@ -66,7 +66,7 @@ impl Scene {
     }
 
     fn listed(&self, proposal: &EventId) -> Value {
-        let run = self.run(&["proposal-list", "--all", "--json"]);
+        let run = self.run(&["proposal-list", "--all", "--json", "--show-sensitive"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         let all: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
         all.into_iter()

@@ -8,6 +8,8 @@
     clippy::cloned_ref_to_slice_refs
 )]
 
+mod dpo;
+
 use std::os::unix::fs::PermissionsExt;
 
 use stream_core::EventId;

@@ -14,8 +14,8 @@ use stream_memory::lock::{LockError, LockEvidence};
 use stream_memory::materialize::{
     MaterializeError, MaterializeOutcome, Recorded, compose, lock_name,
 };
-use stream_proposals::list::{Outcome, list};
 use stream_proposals::project::memory_outcome_id;
+use stream_proposals::review::{Depth, Outcome, list};
 use stream_store::faulty::FaultyStore;
 use stream_store::{Read, SqliteStore};
 use stream_testkit::canary::Canary;
@@ -73,7 +73,7 @@ fn receipt(mem: &Mem, decision: &EventId, outcome: MaterializeOutcome) -> Memory
 }
 
 fn listed_outcome(mem: &Mem, proposal: &EventId) -> Option<Outcome> {
-    list(&mem.w.store, true)
+    list(&mem.w.store, true, Depth::Summary)
         .unwrap()
         .into_iter()
         .find(|v| &v.id == proposal)

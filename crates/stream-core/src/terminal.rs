@@ -1,0 +1,279 @@
+//! Untrusted text on a terminal: the one rendering rule.
+//!
+//! Anything a model or a Telegram user wrote may carry characters a terminal
+//! acts on or hides: a lone `\r` that overwrites a line, `ESC[8m` that
+//! conceals one, a bidi override that reorders what is read, zero-width and
+//! other invisible format characters. [`render`] shows every such character
+//! as a visible escape (`\r`, `\u{1b}`, `\u{202e}`) and counts them;
+//! [`shorten`] is the same rendering cut to a window, always ending with how
+//! much was left out and the command that shows it all — never a silent cut.
+//!
+//! Pure: no I/O. Everything that prints model- or user-written text to a
+//! terminal calls these functions.
+
+use std::fmt::Write as _;
+
+/// Whether `c` is shown as an escape rather than itself: C0 and C1 controls
+/// and DEL (except `\n` and `\t`), bidi embeddings, overrides, isolates and
+/// marks, zero-width and other invisible format characters (Unicode `Cf`),
+/// line and paragraph separators, invisible fillers (Hangul fillers, the
+/// combining grapheme joiner, Khmer inherent vowels) and the variation
+/// selectors that can smuggle text (all but the text/emoji presentation
+/// selectors U+FE0E and U+FE0F).
+pub fn is_hidden(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}'
+        | '\u{b}'..='\u{1f}'
+        | '\u{7f}'..='\u{9f}'
+        // Soft hyphen and the rest of Unicode's format characters (Cf).
+        | '\u{ad}'
+        | '\u{600}'..='\u{605}'
+        | '\u{61c}'
+        | '\u{6dd}'
+        | '\u{70f}'
+        | '\u{890}'..='\u{891}'
+        | '\u{8e2}'
+        | '\u{180e}'
+        // Zero-width space, joiners, LRM/RLM.
+        | '\u{200b}'..='\u{200f}'
+        // Line and paragraph separators, bidi embeddings and overrides.
+        | '\u{2028}'..='\u{202e}'
+        // Word joiner, invisible operators, bidi isolates, deprecated formats.
+        | '\u{2060}'..='\u{206f}'
+        | '\u{feff}'
+        | '\u{fff9}'..='\u{fffb}'
+        | '\u{110bd}'
+        | '\u{110cd}'
+        | '\u{13430}'..='\u{1343f}'
+        | '\u{1bca0}'..='\u{1bca3}'
+        | '\u{1d173}'..='\u{1d17a}'
+        // Tag characters.
+        | '\u{e0001}'
+        | '\u{e0020}'..='\u{e007f}'
+        // Invisible letters and marks.
+        | '\u{34f}'
+        | '\u{115f}'..='\u{1160}'
+        | '\u{17b4}'..='\u{17b5}'
+        | '\u{3164}'
+        | '\u{ffa0}'
+        // Variation selectors, except the presentation selectors.
+        | '\u{180b}'..='\u{180d}'
+        | '\u{180f}'
+        | '\u{fe00}'..='\u{fe0d}'
+        | '\u{e0100}'..='\u{e01ef}'
+    )
+}
+
+/// Appends the visible escape of a hidden character.
+fn push_escape(out: &mut String, c: char) {
+    match c {
+        '\r' => out.push_str("\\r"),
+        '\0' => out.push_str("\\0"),
+        _ => {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        }
+    }
+}
+
+/// Text made safe for a terminal, with the number of characters escaped.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The text with every hidden character escaped.
+    pub text: String,
+    /// How many characters were escaped.
+    pub escaped: usize,
+}
+
+// The text is untrusted and may be sensitive: never in `Debug`.
+impl std::fmt::Debug for Rendered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rendered")
+            .field("chars", &self.text.chars().count())
+            .field("escaped", &self.escaped)
+            .finish()
+    }
+}
+
+/// Renders `text` for a terminal: every hidden character ([`is_hidden`])
+/// becomes a visible escape; `\n` and `\t` stay. Nothing is dropped.
+pub fn render(text: &str) -> Rendered {
+    let mut out = String::with_capacity(text.len());
+    let mut escaped = 0;
+    for c in text.chars() {
+        if is_hidden(c) {
+            escaped += 1;
+            push_escape(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Rendered { text: out, escaped }
+}
+
+/// How many hidden characters `text` holds (what `flags: controls` reports).
+pub fn count_hidden(text: &str) -> usize {
+    text.chars().filter(|&c| is_hidden(c)).count()
+}
+
+/// A window onto a text: at most `lines` lines of at most `line_chars`
+/// characters each (counted in the original text, before escaping).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Lines shown.
+    pub lines: usize,
+    /// Characters shown per line.
+    pub line_chars: usize,
+}
+
+impl Window {
+    /// One line, as a table's summary column.
+    pub const SUMMARY: Window = Window {
+        lines: 1,
+        line_chars: 72,
+    };
+}
+
+/// `n` with thousands separators: `2,310`.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// [`render`] of the part of `text` that fits `window`, then — when anything
+/// was left out — one tail line saying how much and where to see it:
+/// `… 14 more lines, 2,310 chars: proposal-show 3f9a1c2b7e01` (`see` is the
+/// command; the counts are of the original text). `escaped` counts the
+/// hidden characters of the whole text, shown or not.
+pub fn shorten(text: &str, window: Window, see: &str) -> Rendered {
+    let total_lines = text.split('\n').count();
+    let total_chars = text.chars().count();
+    let mut out = String::new();
+    let mut shown_chars = 0;
+    let mut shown_lines = 0;
+    for (i, line) in text.split('\n').take(window.lines).enumerate() {
+        if i > 0 {
+            out.push('\n');
+            shown_chars += 1;
+        }
+        let part: String = line.chars().take(window.line_chars).collect();
+        shown_chars += part.chars().count();
+        out.push_str(&render(&part).text);
+        shown_lines += 1;
+    }
+    // Hidden characters left out count too: the flag must not depend on the window.
+    let escaped = count_hidden(text);
+    let more_lines = total_lines - shown_lines;
+    let more_chars = total_chars.saturating_sub(shown_chars);
+    if more_chars > 0 {
+        if !out.is_empty() {
+            out.push(if more_lines > 0 { '\n' } else { ' ' });
+        }
+        let _ = match more_lines {
+            0 => write!(out, "… {} more chars: {see}", thousands(more_chars)),
+            1 => write!(out, "… 1 more line, {} chars: {see}", thousands(more_chars)),
+            n => write!(
+                out,
+                "… {n} more lines, {} chars: {see}",
+                thousands(more_chars)
+            ),
+        };
+    }
+    Rendered { text: out, escaped }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has_raw_control(s: &str) -> bool {
+        s.chars().any(|c| c != '\n' && c != '\t' && is_hidden(c))
+    }
+
+    #[test]
+    fn hiding_characters_become_visible_escapes() {
+        let r = render("ok\rhidden\u{1b}[8mgone\u{202e}txt\u{200b}\u{2066}\u{85}\u{e0041}\u{3164}");
+        assert_eq!(
+            r.text,
+            "ok\\rhidden\\u{1b}[8mgone\\u{202e}txt\\u{200b}\\u{2066}\\u{85}\\u{e0041}\\u{3164}"
+        );
+        assert_eq!(r.escaped, 8);
+        assert!(!has_raw_control(&r.text));
+    }
+
+    #[test]
+    fn newlines_tabs_and_ordinary_text_stay() {
+        let text = "line one\n\tindented — café, 日本, emoji 👍\u{fe0f}";
+        let r = render(text);
+        assert_eq!(r.text, text);
+        assert_eq!(r.escaped, 0);
+    }
+
+    #[test]
+    fn every_bidi_override_and_isolate_is_escaped() {
+        for c in ('\u{202a}'..='\u{202e}').chain('\u{2066}'..='\u{2069}') {
+            assert!(is_hidden(c), "{:x}", u32::from(c));
+        }
+        for c in ('\u{0}'..='\u{1f}').filter(|c| *c != '\n' && *c != '\t') {
+            assert!(is_hidden(c));
+        }
+        for c in '\u{7f}'..='\u{9f}' {
+            assert!(is_hidden(c));
+        }
+    }
+
+    #[test]
+    fn shorten_announces_what_it_leaves_out() {
+        let text: String = (1..=40)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let r = shorten(
+            &text,
+            Window {
+                lines: 3,
+                line_chars: 80,
+            },
+            "proposal-show 3f9a1c2b7e01",
+        );
+        let shown = "line 1\nline 2\nline 3";
+        let left = text.chars().count() - shown.chars().count();
+        assert_eq!(
+            r.text,
+            format!("{shown}\n… 37 more lines, {left} chars: proposal-show 3f9a1c2b7e01")
+        );
+    }
+
+    #[test]
+    fn shorten_cuts_a_long_line_and_says_so() {
+        let text = "x".repeat(2_400);
+        let r = shorten(&text, Window::SUMMARY, "proposal-show abc");
+        assert_eq!(
+            r.text,
+            format!("{} … 2,328 more chars: proposal-show abc", "x".repeat(72))
+        );
+    }
+
+    #[test]
+    fn shorten_counts_hidden_characters_outside_the_window() {
+        let r = shorten("first\nsecond\u{1b}[8m", Window::SUMMARY, "s");
+        assert_eq!(r.escaped, 1);
+        assert!(!has_raw_control(&r.text));
+        let whole = shorten("short", Window::SUMMARY, "s");
+        assert_eq!(whole.text, "short");
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(2_310), "2,310");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+}

@@ -1,0 +1,414 @@
+//! The operator's view of proposals: kind, decision state, outcome, age,
+//! staleness, evidence and the proposal's own fields.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use stream_core::ids::derive_event_id;
+use stream_core::payload::{
+    CorrectionProposed, Disposition, FocusDeclarationProposed, MaterializationFailed,
+    MemoryChangeMaterialized, MemoryChangeProposed, MemoryOperation, MemoryTarget,
+    ProposalDecision, ProposalKind,
+};
+use stream_core::terminal::count_hidden;
+use stream_core::{EventId, Payload, SnapshotId, SourceName, StoredEvent};
+use stream_store::{EventQuery, Read, StoreError};
+
+use super::evidence::{Evidence, SnapshotCache, resolve_evidence};
+use crate::project::{judgment_id, memory_outcome_id};
+
+/// Where a proposal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    /// No decision yet.
+    Pending,
+    /// Accepted as proposed.
+    Accepted,
+    /// Accepted with the operator's text.
+    Edited,
+    /// Rejected.
+    Rejected,
+}
+
+impl State {
+    /// The stable wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Accepted => "accepted",
+            Self::Edited => "edited",
+            Self::Rejected => "rejected",
+        }
+    }
+}
+
+/// What came of a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// `memory.md` changed; the receipt exists.
+    Materialized,
+    /// Materialization failed with a reason code.
+    MaterializationFailed,
+    /// The correction became a judgment.
+    JudgmentRecorded,
+}
+
+impl Outcome {
+    /// The stable wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Materialized => "materialized",
+            Self::MaterializationFailed => "materialization-failed",
+            Self::JudgmentRecorded => "judgment-recorded",
+        }
+    }
+}
+
+/// A mark the list shows beside a proposal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Flag {
+    /// The memory base is no longer the current `memory.md` version.
+    Stale,
+    /// Some text of the proposal holds control, bidi or invisible characters.
+    Controls,
+}
+
+impl Flag {
+    /// The stable wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stale => "stale",
+            Self::Controls => "controls",
+        }
+    }
+}
+
+/// One proposal as `proposal-list` shows it (DESIGN section 19).
+#[derive(Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalView {
+    /// The proposal event id.
+    pub id: EventId,
+    /// Its first 12 hex digits.
+    pub short_id: String,
+    /// Its kind.
+    pub kind: ProposalKind,
+    /// When it was recorded, RFC 3339.
+    pub created_at: String,
+    /// When it was recorded, ms since the epoch (for ages).
+    #[serde(skip)]
+    pub created_at_ms: i64,
+    /// Decision state.
+    pub state: State,
+    /// Outcome, if any.
+    pub outcome: Option<Outcome>,
+    /// True when the memory base is no longer the current version.
+    pub stale: bool,
+    /// `stale`, `controls`.
+    pub flags: Vec<Flag>,
+    /// The decision event, if any.
+    pub decision_event_id: Option<EventId>,
+    /// The outcome event (judgment, materialization receipt or failure).
+    pub outcome_event_id: Option<EventId>,
+    /// The proposing run.
+    pub run_id: String,
+    /// Memory: `append` or `replace-document`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<Value>,
+    /// Memory: the proposed text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proposed_text: Option<String>,
+    /// Correction: the target output (resolved, never `latest`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_output_event_id: Option<EventId>,
+    /// Correction: the proposed replacement text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+    /// Focus: the declaration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declaration: Option<Value>,
+    /// Memory and correction: the model's reason (null for a focus).
+    pub reason: Option<String>,
+    /// The cited evidence, resolved to the text it names.
+    pub evidence: Vec<Evidence>,
+    /// Memory: the frozen base the change applies to, and the operation.
+    #[serde(skip)]
+    pub memory_target: Option<(MemoryTarget, MemoryOperation)>,
+    /// The proposer's context snapshot.
+    #[serde(skip)]
+    pub snapshot_id: Option<SnapshotId>,
+}
+
+// Proposal text is sensitive: `Debug` shows ids only.
+impl std::fmt::Debug for ProposalView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProposalView")
+            .field("id", &self.id)
+            .field("kind", &self.kind)
+            .field("state", &self.state)
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProposalView {
+    /// The one-line summary: the first line of the proposed text, of the
+    /// replacement for a correction, of the objective for a focus.
+    pub fn summary_text(&self) -> &str {
+        let text = match self.kind {
+            ProposalKind::MemoryChange => self.proposed_text.as_deref(),
+            ProposalKind::SelfCorrection => self.replacement.as_deref(),
+            // A redacted declaration is its marker string.
+            ProposalKind::FocusDeclaration => self.declaration.as_ref().and_then(|d| {
+                d.as_str()
+                    .or_else(|| d.get("objective").and_then(Value::as_str))
+            }),
+        };
+        text.unwrap_or_default()
+    }
+
+    /// The `controls` rule: any text of the proposal itself (what the
+    /// model wrote: text, replacement, reason, declaration) holds a hidden
+    /// character. Cited evidence is shown escaped but does not flag.
+    fn has_controls(&self) -> bool {
+        let declaration_hidden = self
+            .declaration
+            .as_ref()
+            .is_some_and(|d| count_hidden(&d.to_string()) > 0);
+        declaration_hidden
+            || [
+                self.proposed_text.as_deref(),
+                self.replacement.as_deref(),
+                self.reason.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|t| count_hidden(t) > 0)
+    }
+}
+
+/// Every stored proposal event, in commit order.
+pub fn proposal_events(store: &dyn Read) -> Result<Vec<StoredEvent>, StoreError> {
+    let mut all = Vec::new();
+    for ty in [
+        MemoryChangeProposed::TYPE,
+        CorrectionProposed::TYPE,
+        FocusDeclarationProposed::TYPE,
+    ] {
+        all.extend(store.events(&EventQuery::of_type(ty))?);
+    }
+    all.sort_by_key(|e| (e.recorded_at_ms, e.event.source.clone(), e.seq));
+    Ok(all)
+}
+
+/// The id a decision on `proposal` has.
+pub fn decision_id(proposal: &EventId) -> Option<EventId> {
+    derive_event_id(
+        SourceName::PROPOSALS,
+        ProposalDecision::TYPE,
+        &json!(proposal),
+    )
+    .ok()
+}
+
+/// RFC 3339 of a store timestamp.
+pub fn rfc3339(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The one staleness rule (DESIGN section 19): a memory proposal is stale
+/// when its document's current version is no longer its base. Computed
+/// from the pointer as the last scan left it, never stored.
+pub fn is_stale(store: &dyn Read, target: &MemoryTarget) -> Result<bool, StoreError> {
+    Ok(match store.document(&target.document_id)? {
+        Some(doc) => doc.current_version.as_ref() != Some(&target.version_id),
+        None => true,
+    })
+}
+
+/// How much a listing resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Everything but evidence (the table).
+    Summary,
+    /// Evidence resolved too (`--json`, show).
+    Full,
+}
+
+fn view(
+    store: &dyn Read,
+    event: &StoredEvent,
+    snapshots: &mut SnapshotCache,
+    depth: Depth,
+) -> Result<Option<ProposalView>, StoreError> {
+    let id = event.id().clone();
+    let mut v = ProposalView {
+        short_id: id.short(12).to_owned(),
+        id,
+        kind: ProposalKind::MemoryChange,
+        created_at: rfc3339(event.recorded_at_ms),
+        created_at_ms: event.recorded_at_ms,
+        state: State::Pending,
+        outcome: None,
+        stale: false,
+        flags: Vec::new(),
+        decision_event_id: None,
+        outcome_event_id: None,
+        run_id: String::new(),
+        operation: None,
+        proposed_text: None,
+        target_output_event_id: None,
+        replacement: None,
+        declaration: None,
+        reason: None,
+        evidence: Vec::new(),
+        memory_target: None,
+        snapshot_id: None,
+    };
+    let evidence_ids: Vec<EventId>;
+    if let Ok(p) = event.decode::<MemoryChangeProposed>() {
+        v.run_id = p.proposer.run_id.to_string();
+        v.snapshot_id = Some(p.proposer.context_snapshot_id);
+        v.operation = Some(json!(p.operation));
+        v.proposed_text = Some(p.proposed_text.into_string());
+        v.reason = Some(p.reason.into_string());
+        v.stale = is_stale(store, &p.target)?;
+        v.memory_target = Some((p.target, p.operation));
+        evidence_ids = p.evidence_event_ids.as_slice().to_vec();
+    } else if let Ok(p) = event.decode::<CorrectionProposed>() {
+        v.kind = ProposalKind::SelfCorrection;
+        v.run_id = p.proposer.run_id.to_string();
+        v.snapshot_id = Some(p.proposer.context_snapshot_id);
+        v.target_output_event_id = Some(p.target.output_event_id);
+        v.replacement = Some(p.replacement.text.into_string());
+        v.reason = Some(p.reason.into_string());
+        evidence_ids = p.evidence_event_ids.as_slice().to_vec();
+    } else if let Ok(p) = event.decode::<FocusDeclarationProposed>() {
+        v.kind = ProposalKind::FocusDeclaration;
+        v.run_id = p.proposer.run_id.to_string();
+        v.snapshot_id = Some(p.proposer.context_snapshot_id);
+        v.declaration = serde_json::to_value(&p.declaration).ok();
+        evidence_ids = Vec::new();
+    } else {
+        return Ok(None);
+    }
+    if let (Depth::Full, false, Some(snapshot_id)) =
+        (depth, evidence_ids.is_empty(), &v.snapshot_id)
+    {
+        v.evidence = resolve_evidence(store, Some(snapshot_id), snapshots, &evidence_ids)?;
+    }
+    if v.stale {
+        v.flags.push(Flag::Stale);
+    }
+    if v.has_controls() {
+        v.flags.push(Flag::Controls);
+    }
+    decide(store, &mut v)?;
+    Ok(Some(v))
+}
+
+/// Fills in the decision state and outcome.
+fn decide(store: &dyn Read, v: &mut ProposalView) -> Result<(), StoreError> {
+    let Some(decision_id) = decision_id(&v.id) else {
+        return Ok(());
+    };
+    let Some(decision_event) = store.event(&decision_id)? else {
+        return Ok(());
+    };
+    let Ok(decision) = decision_event.decode::<ProposalDecision>() else {
+        return Ok(());
+    };
+    v.decision_event_id = Some(decision_id.clone());
+    v.state = match decision.disposition {
+        Disposition::Accept => State::Accepted,
+        Disposition::Edit => State::Edited,
+        Disposition::Reject => State::Rejected,
+    };
+    match v.kind {
+        ProposalKind::SelfCorrection => {
+            if let Ok(id) = judgment_id(&decision_id) {
+                if store.event(&id)?.is_some() {
+                    v.outcome = Some(Outcome::JudgmentRecorded);
+                    v.outcome_event_id = Some(id);
+                }
+            }
+        }
+        ProposalKind::MemoryChange => {
+            if let Ok(id) = memory_outcome_id(&decision_id) {
+                if let Some(outcome) = store.event(&id)? {
+                    v.outcome = if outcome.is::<MemoryChangeMaterialized>() {
+                        Some(Outcome::Materialized)
+                    } else if outcome.is::<MaterializationFailed>() {
+                        Some(Outcome::MaterializationFailed)
+                    } else {
+                        None
+                    };
+                    v.outcome_event_id = v.outcome.map(|_| id);
+                }
+            }
+        }
+        ProposalKind::FocusDeclaration => {}
+    }
+    Ok(())
+}
+
+/// All proposals (or only pending ones), oldest first.
+pub fn list(store: &dyn Read, all: bool, depth: Depth) -> Result<Vec<ProposalView>, StoreError> {
+    let mut snapshots = SnapshotCache::new();
+    let mut views = Vec::new();
+    for event in proposal_events(store)? {
+        if let Some(v) = view(store, &event, &mut snapshots, depth)? {
+            if all || v.state == State::Pending {
+                views.push(v);
+            }
+        }
+    }
+    Ok(views)
+}
+
+/// One proposal by its full id.
+pub fn get(store: &dyn Read, id: &EventId) -> Result<Option<ProposalView>, StoreError> {
+    match store.event(id)? {
+        Some(event) => view(store, &event, &mut SnapshotCache::new(), Depth::Full),
+        None => Ok(None),
+    }
+}
+
+/// Resolves a full id or a unique prefix of at least 12 hex digits.
+pub fn resolve_prefix(store: &dyn Read, prefix: &str) -> Result<Resolved, StoreError> {
+    let prefix = prefix.to_ascii_lowercase();
+    if prefix.len() < 12 || prefix.len() > 64 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(Resolved::BadPrefix);
+    }
+    let matches: Vec<EventId> = proposal_events(store)?
+        .into_iter()
+        .map(|e| e.event.id)
+        .filter(|id| id.as_str().starts_with(&prefix))
+        .collect();
+    Ok(match matches.as_slice() {
+        [one] => Resolved::One(one.clone()),
+        [] => Resolved::None,
+        _ => Resolved::Ambiguous(matches.len()),
+    })
+}
+
+/// The result of resolving a proposal id prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    /// Exactly one proposal.
+    One(EventId),
+    /// No proposal has this prefix.
+    None,
+    /// Several do.
+    Ambiguous(usize),
+    /// Not 12–64 hex digits.
+    BadPrefix,
+}
