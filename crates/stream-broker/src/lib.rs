@@ -95,6 +95,31 @@ impl BrokerConfig {
     }
 }
 
+/// Asks the provider for its model list (`doctor`): no worker, no tokens
+/// spent, no run, nothing of a packet sent; the same credential rule as an
+/// attempt. Returns the HTTP status.
+pub async fn list_models(
+    base_url: &str,
+    api_key_env: &str,
+    api: ProviderApi,
+    timeout: Duration,
+) -> Result<u16, ListModelsError> {
+    let key = http::credential(api_key_env)?;
+    let client = http::client(timeout)?;
+    Ok(http::list_models(&client, base_url, api, key.as_ref()).await?)
+}
+
+/// Why [`list_models`] got no status.
+#[derive(Debug, thiserror::Error)]
+pub enum ListModelsError {
+    /// No credential, or no HTTP client.
+    #[error(transparent)]
+    Setup(#[from] BrokerError),
+    /// The request failed before any status.
+    #[error(transparent)]
+    Request(#[from] AttemptError),
+}
+
 /// The broker could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -150,14 +175,6 @@ impl Broker {
     /// id receipts name).
     pub fn worker_sha256(&self) -> &Sha256Hex {
         &self.worker_sha256
-    }
-
-    /// Asks the provider for its model list (`doctor`): no tokens spent, no
-    /// run, nothing of a packet sent. Returns the HTTP status.
-    pub async fn list_models(&self, api: ProviderApi) -> Result<u16, AttemptError> {
-        let key = http::credential(&self.config.api_key_env)
-            .map_err(|_| AttemptError::CredentialMissing)?;
-        http::list_models(&self.client, &self.config.base_url, api, key.as_ref()).await
     }
 
     /// Runs one attempt of `packet` (see the crate doc). At most one HTTP

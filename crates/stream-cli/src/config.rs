@@ -1,4 +1,4 @@
-//! The TOML configuration of DESIGN section 19.
+//! The TOML configuration of docs/design.md §19.
 //!
 //! Unknown keys and wrong types are errors that name the key; relative paths
 //! resolve against the folder of the config file. The file holds the *names*

@@ -1,4 +1,4 @@
-//! Exit codes of DESIGN section 19 and the one error type commands return.
+//! Exit codes of docs/design.md §19 and the one error type commands return.
 
 use std::process::ExitCode;
 

@@ -1,7 +1,7 @@
 //! `thestream`: the trusted parent's command line.
 //!
 //! Owns argument parsing, configuration loading and the exit codes of
-//! DESIGN section 19 (0 ok or converged, 1 runtime failure, 2 usage or
+//! docs/design.md §19 (0 ok or converged, 1 runtime failure, 2 usage or
 //! validation error, 3 conflict). Each command lives in `cmd/` and returns a
 //! [`exit::Failure`]; `anyhow` is used here and nowhere below this crate.
 

@@ -108,7 +108,7 @@ fn chain_of(store: &dyn Read, root: &EventId) -> Result<Chain, ContextError> {
     Ok(chain)
 }
 
-/// The seed's "Correction targets" rules for one delivered output. Every
+/// The correction-target rules (docs/design.md §8) for one delivered output. Every
 /// rule must hold; any doubt makes the turn history only.
 #[allow(clippy::too_many_arguments)]
 fn correction_target(

@@ -3,7 +3,7 @@
 //! Owns: the retry-stable [`Snapshot`] — the bounded transcript of the chat
 //! (owner messages and delivered replies with their effective text), the
 //! exact current `memory.md` version, the correction targets by every rule of
-//! the seed's "Correction targets" list, the admitted evidence ids, the
+//! the correction-target rules (docs/design.md §8), the admitted evidence ids, the
 //! exposed tools, the prompt and the declaration fingerprint — and
 //! [`packet::build`], which turns a snapshot into the worker's packet.
 //!

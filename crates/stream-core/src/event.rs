@@ -1,4 +1,4 @@
-//! The event envelope (DESIGN section 4) and the [`Payload`] trait that ties
+//! The event envelope (docs/design.md §4) and the [`Payload`] trait that ties
 //! each strict payload type to its catalog row (section 5).
 
 use std::fmt;

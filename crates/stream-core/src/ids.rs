@@ -1,5 +1,5 @@
 //! Identifiers: 64-hex SHA-256 digests with distinct types per role, and the
-//! deterministic derivations of DESIGN sections 4 and 11.
+//! deterministic derivations of docs/design.md §4 and §11.
 //!
 //! Deterministic ids are what make replay idempotent: the same run, trigger
 //! or document always derives the same id, so a retried settlement converges
@@ -95,11 +95,11 @@ hex_id!(
     Sha256Hex
 );
 hex_id!(
-    /// The deterministic id of an event (DESIGN section 4).
+    /// The deterministic id of an event (docs/design.md §4).
     EventId
 );
 hex_id!(
-    /// The deterministic id of a run (DESIGN section 11).
+    /// The deterministic id of a run (docs/design.md §11).
     RunId
 );
 hex_id!(
@@ -115,7 +115,7 @@ hex_id!(
     VersionId
 );
 hex_id!(
-    /// A declaration fingerprint (DESIGN section 6).
+    /// A declaration fingerprint (docs/design.md §6).
     Fingerprint
 );
 

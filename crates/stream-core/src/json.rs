@@ -9,6 +9,12 @@
 
 use std::fmt;
 
+/// The largest raw tool-call arguments text accepted, in bytes, by the
+/// worker and again by the parent (one bound, one home). The biggest
+/// legitimate call, 32,768 characters of memory text written entirely as
+/// `\uXXXX` surrogate-pair escapes (12 bytes each, 384 KiB), fits.
+pub const MAX_ARGUMENTS_BYTES: usize = 512 * 1024;
+
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 

@@ -1,6 +1,6 @@
 //! The trusted parent's own validation of proposal tool arguments: typed
-//! structs with `deny_unknown_fields` and the bound checks of the seed's
-//! "Sandbox tools" section, independent of the JSON Schemas in
+//! structs with `deny_unknown_fields` and the bound checks of the tool rules
+//! (docs/design.md §9), independent of the JSON Schemas in
 //! [`crate::tools`] (the worker's check) and agreeing with them (tested on a
 //! corpus in `tests/it/args.rs`).
 //!
@@ -21,9 +21,7 @@ use stream_core::text::{MemoryText, ReasonText, ReplyText};
 
 use crate::tools::{LATEST, tool_name};
 
-/// The largest raw arguments text accepted, in bytes. A 32,768-character
-/// text written entirely as `\uXXXX` surrogate-pair escapes fits.
-pub const MAX_ARGUMENTS_BYTES: usize = 512 * 1024;
+pub use stream_core::json::MAX_ARGUMENTS_BYTES;
 
 /// `request_memory_change` arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,7 +83,7 @@ pub struct SubmitCorrectionArgs {
 }
 
 /// `propose_focus` arguments: one complete strict focus declaration
-/// (DESIGN section 18), checked by [`FocusDeclaration::validate`].
+/// (docs/design.md §18), checked by [`FocusDeclaration::validate`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ProposeFocusArgs {

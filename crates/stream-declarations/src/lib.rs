@@ -1,7 +1,7 @@
 //! Declarations: what an agent is allowed to be.
 //!
-//! Owns the declaration file format of DESIGN section 6 ([`model`], parsed
-//! strictly from YAML), the seed's Declaration rules ([`validate`]), the
+//! Owns the declaration file format of docs/design.md §6 ([`model`], parsed
+//! strictly from YAML), the declaration rules (docs/design.md §6) ([`validate`]), the
 //! proposal capability manifest as code — fixed tool names, descriptions and
 //! JSON Schemas with every bound ([`tools`]) — the trusted parent's typed
 //! second validation of tool arguments ([`args`]), the fingerprint over
@@ -13,7 +13,7 @@
 //! It does not run anything: it neither builds snapshots nor talks to a
 //! provider or the worker, and it does not decide which tools a given run
 //! exposes (that needs the snapshot's capabilities). The focus declaration
-//! contract (DESIGN section 18) lives in `stream_core::payload::focus`.
+//! contract (docs/design.md §18) lives in `stream_core::payload::focus`.
 
 #![deny(missing_docs)]
 

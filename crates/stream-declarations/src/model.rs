@@ -1,4 +1,4 @@
-//! The declaration file format (DESIGN section 6): YAML, parsed strictly.
+//! The declaration file format (docs/design.md §6): YAML, parsed strictly.
 //!
 //! Every struct denies unknown fields; closed vocabularies are enums; strings
 //! with a shape (ids, paths, event types) are newtypes that check it on
@@ -51,7 +51,7 @@ pub struct Declaration {
     pub replies: Option<FixedReplies>,
 }
 
-/// The runtime kinds of the seed's Declaration section.
+/// The runtime kinds of the declaration rules (docs/design.md §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
@@ -102,7 +102,7 @@ impl Kind {
 #[serde(rename_all = "kebab-case")]
 pub enum Context {
     /// The retry-stable Telegram snapshot: bounded transcript, exact memory
-    /// version, correction targets, admitted evidence ids (DESIGN section 8).
+    /// version, correction targets, admitted evidence ids (docs/design.md §8).
     TelegramConversation,
     /// The triggering command message only.
     TelegramCommand,

@@ -1,6 +1,6 @@
 //! The proposal capability manifest, as code: for each proposal kind its
 //! fixed tool name, description and JSON Schema (2020-12) carrying every
-//! bound of the seed's "Sandbox tools" section.
+//! bound of the tool rules (docs/design.md §9).
 //!
 //! The schemas are what the worker checks a call against and what the
 //! provider sees; [`crate::args`] is the trusted parent's own, independent

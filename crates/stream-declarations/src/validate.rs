@@ -1,6 +1,6 @@
 //! The rules a parsed declaration must satisfy.
 //!
-//! First the seed's Declaration section, exactly ([`check_policy`] and
+//! First the declaration rules (docs/design.md §6), exactly ([`check_policy`] and
 //! [`check_proposals_allowed`]); then the structural rules that make a
 //! declaration runnable (a `pi` needs a prompt, a `deterministic` one its
 //! fixed replies, …). Every refusal names the offending field.
@@ -58,7 +58,7 @@ pub fn validate(decl: &Declaration) -> Result<(), DeclarationError> {
     check_structure(decl)
 }
 
-/// The policy rules of the seed's Declaration section.
+/// The policy rules of the declaration rules (docs/design.md §6).
 pub fn check_policy(decl: &Declaration) -> Result<(), DeclarationError> {
     // "Proposal tools are separate from read-only evidence acquisition:
     //  policy: tools: []"

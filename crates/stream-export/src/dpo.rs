@@ -1,4 +1,4 @@
-//! Preference pairs (`--format dpo`, DESIGN section 19): OpenAI's preference
+//! Preference pairs (`--format dpo`, docs/design.md §19): OpenAI's preference
 //! fine-tuning shape, built from the same revalidated selection as `sft`.
 //! The preferred output is the judged replacement, the non-preferred one the
 //! judged reply's original text; a judgment whose replacement equals the

@@ -117,7 +117,7 @@ impl Origin {
     }
 }
 
-/// One version of `memory.md` (DESIGN section 19, `memory-log --json`).
+/// One version of `memory.md` (docs/design.md §19, `memory-log --json`).
 #[derive(Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LogEntry {

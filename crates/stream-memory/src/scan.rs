@@ -1,5 +1,5 @@
-//! The filesystem connector (DESIGN section 15, first paragraph; the seed's
-//! `FilesystemConnector.scan()`).
+//! The filesystem connector (docs/design.md §15, first paragraph: the
+//! specification's `FilesystemConnector.scan()`).
 //!
 //! [`scan`] walks a context root and records every regular file in the store
 //! as a document of one `filesystem:` source:

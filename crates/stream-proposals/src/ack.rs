@@ -1,4 +1,4 @@
-//! The fixed acknowledgment of a tool-only completion (DESIGN section 12).
+//! The fixed acknowledgment of a tool-only completion (docs/design.md §12).
 //!
 //! It describes durable proposals only: no claim of application, approval,
 //! learning, training, publication or future behaviour, and no identifier.

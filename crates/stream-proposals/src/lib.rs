@@ -1,7 +1,7 @@
 //! The trusted machinery between a model's completion and durable state.
 //!
 //! Owns: the fixed acknowledgments of tool-only completions ([`ack`]), the
-//! atomic settlement of a run in the seed's order ([`settle`]: output, 0–3
+//! atomic settlement of a run in the settlement order (docs/design.md §11) ([`settle`]: output, 0–3
 //! proposals, completed-run receipt, run row, consumer progress), the
 //! settlement of failed attempts, human judgments ([`judgment`]), the shared
 //! authority-chain validator ([`chain::verify_chain`]), human decisions

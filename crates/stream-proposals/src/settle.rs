@@ -1,4 +1,4 @@
-//! Atomic settlement of one run, in the seed's order: canonical output,
+//! Atomic settlement of one run, in the settlement order (docs/design.md §11): canonical output,
 //! zero to three proposal events, the completed-run receipt, the run row,
 //! consumer progress — one transaction, deterministic ids, so a replay
 //! converges and a crash leaves all or nothing.

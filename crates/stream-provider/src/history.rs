@@ -1,6 +1,6 @@
 //! Checks on the neutral history every wire format relies on.
 //!
-//! The packet's history must already follow the order DESIGN section 12
+//! The packet's history must already follow the order docs/design.md §12
 //! prescribes: an assistant message with tool
 //! calls is followed at once by exactly one tool result per call (in any
 //! order), before anything else. Both providers need that order (OpenAI wants

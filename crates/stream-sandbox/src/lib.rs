@@ -1,6 +1,6 @@
 //! The isolation of the model worker, and the parent's spawn and supervision of it.
 //!
-//! Owns both halves of the worker's trust boundary (DESIGN section 9):
+//! Owns both halves of the worker's trust boundary (docs/design.md §9):
 //!
 //! - **Worker side:** [`enter`], called by `thestream-worker` first thing, while
 //!   it is single-threaded and before it reads anything. It applies, in this

@@ -1,7 +1,7 @@
-//! The event store: the "Jazz" of the seed.
+//! The event store: the event log and document pointer of docs/design.md §2.
 //!
 //! Owns append-only events on named sources with a gap-free `seq`, the
-//! append identity rule (Inserted / Converged / Conflict, DESIGN section 4),
+//! append identity rule (Inserted / Converged / Conflict, docs/design.md §4),
 //! transactions that commit many appends and row writes all or nothing, and
 //! the rows beside the events: runs, consumer progress, controls, documents
 //! with immutable versions and a current pointer, and content-addressed blobs.
@@ -118,7 +118,7 @@ pub enum StoreError {
     Backend(String),
 }
 
-/// The result of one append, as DESIGN section 4 defines it.
+/// The result of one append, as docs/design.md §4 defines it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AppendOutcome {
     /// The id was absent; the event now has this `seq`.

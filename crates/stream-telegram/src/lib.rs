@@ -1,4 +1,4 @@
-//! The Telegram channel of thestream (DESIGN section 7).
+//! The Telegram channel of thestream (docs/design.md §7).
 //!
 //! Owns: the Bot API client ([`BotApi`]: typed errors, `retry_after`,
 //! bounded retries, the token kept out of every log and error); ingress in

@@ -1,6 +1,6 @@
 //! Sample `stream.sandbox/1` packets and proposal tool schemas for tests.
 //!
-//! The schemas mirror the seed's argument lists (strict, no additional
+//! The schemas mirror the tool argument lists (docs/design.md §9) (strict, no additional
 //! properties, every bound); the shipped ones live with the declarations.
 //! Tests use these so that worker, provider and broker tests agree on one
 //! realistic packet.
@@ -70,7 +70,7 @@ pub fn correction_schema() -> Value {
     })
 }
 
-/// `propose_focus` arguments: one focus declaration (DESIGN section 18).
+/// `propose_focus` arguments: one focus declaration (docs/design.md §18).
 pub fn focus_schema() -> Value {
     let slug = json!({"type": "string", "pattern": "^[a-z0-9-]{3,64}$"});
     let ident = json!({

@@ -9,7 +9,7 @@
 //! content-dark result carrying `terminate: true`.
 //!
 //! Read [`validate::validate_completion`] first: every capture rule of the
-//! seed's "Sandbox tools" section is that one pure function.
+//! tool rules (docs/design.md §9) is that one pure function.
 //!
 //! The worker has no filesystem, network, environment or credentials. It
 //! links only `stream-core`, `stream-protocol`, `stream-provider` and

@@ -3,7 +3,7 @@
 //!
 //! [`PreparedPacket::new`] checks the packet once (known, unique tool names;
 //! schemas that compile as JSON Schema 2020-12 without any remote
-//! resolution). [`validate_completion`] then applies the seed's rules, in
+//! resolution). [`validate_completion`] then applies the capture rules (docs/design.md §9), in
 //! this order, and rejects the whole completion at the first one broken:
 //!
 //! 1. more than one visible text part, or one over 4,096 characters →
@@ -34,9 +34,9 @@ use stream_protocol::{
 };
 use stream_provider::{ParsedCompletion, ToolArguments};
 
-/// The largest raw tool-call arguments accepted, in bytes. The biggest
-/// legitimate call (32,768 characters of memory text, escaped) fits well.
-pub const MAX_ARGUMENT_BYTES: usize = 256 * 1024;
+/// The largest raw tool-call arguments accepted, in bytes: the one bound
+/// the parent applies too.
+pub const MAX_ARGUMENT_BYTES: usize = stream_core::json::MAX_ARGUMENTS_BYTES;
 
 /// The largest visible text, in Unicode scalar values (`conversation-text@1`).
 pub const MAX_TEXT_CHARS: usize = 4096;

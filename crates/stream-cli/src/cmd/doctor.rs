@@ -401,23 +401,14 @@ async fn provider(config: &Config) -> Check {
             );
         }
     };
-    let mut broker_config = stream_broker::BrokerConfig::new(
-        std::path::PathBuf::new(),
-        config.provider.base_url.clone(),
-        config.provider.api_key_env.clone(),
-    );
-    broker_config.http_timeout = Duration::from_secs(10);
-    let broker = match stream_broker::Broker::new(broker_config) {
-        Ok(broker) => broker,
-        Err(e) => {
-            return fail(
-                "provider",
-                e,
-                "export the named key, or set api_key_env = \"\" for a keyless local server",
-            );
-        }
-    };
-    match broker.list_models(api).await {
+    let listed = stream_broker::list_models(
+        &config.provider.base_url,
+        &config.provider.api_key_env,
+        api,
+        Duration::from_secs(10),
+    )
+    .await;
+    match listed {
         Ok(status @ 200..=299) => ok("provider", format!("GET models answered {status}")),
         Ok(status @ (401 | 403)) => fail(
             "provider",
@@ -431,6 +422,11 @@ async fn provider(config: &Config) -> Check {
             "provider",
             format!("GET models answered {status}"),
             "check provider.base_url (OpenAI-shaped URLs end in /v1)",
+        ),
+        Err(e @ stream_broker::ListModelsError::Setup(_)) => fail(
+            "provider",
+            e,
+            "export the named key, or set api_key_env = \"\" for a keyless local server",
         ),
         Err(e) => fail(
             "provider",

@@ -1,5 +1,5 @@
 //! `thestream events`: stored events, sensitive payloads redacted unless
-//! `--show-sensitive`. `--json` prints the envelope of DESIGN section 19.
+//! `--show-sensitive`. `--json` prints the envelope of docs/design.md §19.
 //! `--stats` prints what the store holds instead (`stats`).
 
 use std::io::Write as _;

@@ -1,4 +1,4 @@
-//! `thestream activate`: the seed's Recovery section end to end — the real
+//! `thestream activate`: the recovery procedure (docs/design.md §17) end to end — the real
 //! `thestream` (activate and a spawned `serve`) and `thestream-worker`
 //! against the loopback Bot API and scripted provider, read back through the
 //! CLI and the servers' records. Polling loops read the store file directly

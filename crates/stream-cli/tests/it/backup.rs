@@ -38,6 +38,17 @@ fn private_dir(s: &Stack, name: &str) -> std::path::PathBuf {
 
 struct Serve(Child);
 
+impl Serve {
+    /// SIGTERM: serve finishes what it is committing (a delivery receipt
+    /// included) and exits, so nothing it sent is sent again later.
+    fn stop(mut self) {
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let status = self.0.wait().unwrap();
+        assert!(status.success(), "serve exits 0 on SIGTERM: {status:?}");
+    }
+}
+
 impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -92,7 +103,7 @@ fn a_backup_taken_while_serve_answers_holds_every_committed_event_and_works() {
         }
     }
     assert_eq!(taken, TURNS);
-    drop(serve);
+    serve.stop();
     let last = backups.join("last.db");
     let ran = s
         .run(&["backup", "--output", last.to_str().unwrap()])

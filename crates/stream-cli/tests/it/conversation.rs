@@ -443,11 +443,11 @@ fn a_transient_failure_is_retried_with_the_same_snapshot() {
 /// reason code recorded, the completion.
 #[test]
 fn rejected_completions_produce_no_proposal_and_a_final_reason() {
-    // Schema-valid arguments padded past the 256 KiB raw bound: only the
+    // Schema-valid arguments padded past the 512 KiB raw bound: only the
     // size is wrong.
     let oversized = format!(
         r#"{{"operation":"append","proposed_text":"tea","reason":"r","evidence_event_ids":[]{}}}"#,
-        " ".repeat(300 * 1024)
+        " ".repeat(stream_core::json::MAX_ARGUMENTS_BYTES)
     );
     let nested_duplicate = focus_declaration().to_string().replacen(
         "\"identity\":{",
@@ -520,7 +520,7 @@ fn rejected_completions_produce_no_proposal_and_a_final_reason() {
             ]),
         ),
         (
-            "arguments over 256 KiB",
+            "arguments over 512 KiB",
             "oversized-call",
             ScriptedCompletion::calls(vec![ScriptedCall::raw(
                 "c1",

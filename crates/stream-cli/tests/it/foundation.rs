@@ -98,7 +98,7 @@ fn config_errors_exit_2_and_name_the_key() {
     // A compat mode other than openai shapes only `openai-chat` requests.
     std::fs::write(
         home.config(),
-        "[provider]\napi = \"anthropic-messages\"\ncompat = \"ollama\"\n",
+        "[telegram]\nowner_user_id = 1\n[provider]\napi = \"anthropic-messages\"\ncompat = \"ollama\"\n",
     )
     .unwrap();
     let run = home.run(&["serve", "--drain"]);

@@ -213,7 +213,7 @@ fn rejecting_a_memory_proposal_changes_nothing() {
 
 #[test]
 fn correction_decisions_through_the_binary() {
-    // Accept: the judgment the seed specifies.
+    // Accept: the judgment docs/design.md §14 specifies.
     let s = Scene::new();
     let run = s.decide(&s.w.correction, &["--accept", "--actor", "alice"]);
     assert_eq!(run.code, 0, "{}", run.stderr);

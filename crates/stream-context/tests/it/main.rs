@@ -1,4 +1,4 @@
-//! stream-context: the snapshot rules of the seed's "Snapshot capabilities",
+//! stream-context: the snapshot capability rules (docs/design.md §8),
 //! "Correction targets" and "Evidence ids" sections, retry stability, and
 //! history reconstruction.
 

@@ -62,7 +62,7 @@ fn effective_text_is_the_latest_judgment() {
     assert_eq!(reply.text, "Paris, France.");
 }
 
-/// One row per rule of the seed's "Correction targets" list; each row breaks
+/// One row per rule of the correction-target rules (docs/design.md §8); each row breaks
 /// exactly that rule and the reply must not be a target (it stays history
 /// when delivered).
 #[test]

@@ -1,4 +1,4 @@
-//! The focus declaration contract, focuses v1 (DESIGN section 18).
+//! The focus declaration contract, focuses v1 (docs/design.md §18).
 //!
 //! A focus declaration is what `propose_focus` carries. It is evidence only:
 //! nothing compiles, approves or activates it in this build.

@@ -84,7 +84,7 @@ impl Payload for JudgmentRecorded {
             return Err(PayloadInvalid::new("criterionVersion", "must be 1"));
         }
         match self.criterion {
-            // The seed fixes both flags for accepted self-corrections.
+            // The specification fixes both flags for accepted self-corrections.
             Criterion::AgentSelfCorrection => {
                 if !self.quality_eligible || self.external_export_eligible {
                     return Err(PayloadInvalid::new(

@@ -1,4 +1,4 @@
-//! Strict payload types for every event of the catalog (DESIGN section 5).
+//! Strict payload types for every event of the catalog (docs/design.md §5).
 //!
 //! All payloads deny unknown fields; literal fields are literal types.
 

@@ -111,7 +111,7 @@ fn every_single_bound_of_every_tool_schema_is_in_the_fingerprint() {
     assert!(
         seen.insert(fingerprint(&loaded.declaration, &manifest, prompt_hash.as_ref()).unwrap())
     );
-    // The walk found the bounds the seed names.
+    // The walk found the bounds the specification names.
     for keyword in [
         "minLength",
         "maxLength",

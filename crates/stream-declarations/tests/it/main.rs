@@ -1,4 +1,4 @@
-//! Integration tests of stream-declarations: the seed's Declaration rules as
+//! Integration tests of stream-declarations: the declaration rules (docs/design.md §6) as
 //! a table, strict refusals naming their field, the fingerprint and the
 //! registry, golden tool schemas, schema/typed agreement on tool arguments,
 //! and the shipped declarations.

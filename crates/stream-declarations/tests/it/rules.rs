@@ -1,4 +1,4 @@
-//! The seed's Declaration section as a table: one row per rule (the
+//! The declaration rules (docs/design.md §6) as a table: one row per rule (the
 //! sentence quoted above its rows), every forbidden combination refused with
 //! the field it names, the allowed ones accepted.
 

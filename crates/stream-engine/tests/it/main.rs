@@ -1,5 +1,5 @@
 //! stream-engine: the active-declaration rule of `serve` and activation's
-//! store-side rules (DESIGN section 17).
+//! store-side rules (docs/design.md §17).
 //! The conversation itself is proven end to end with the real binaries in
 //! `stream-cli`'s tests (`conversation::*`).
 

@@ -31,7 +31,7 @@ impl EvidenceKind {
     }
 }
 
-/// One cited id, resolved (DESIGN section 19: `{id, kind, text}`).
+/// One cited id, resolved (docs/design.md §19: `{id, kind, text}`).
 #[derive(Clone, Serialize)]
 pub struct Evidence {
     /// The cited event id.

@@ -85,7 +85,7 @@ impl Flag {
     }
 }
 
-/// One proposal as `proposal-list` shows it (DESIGN section 19).
+/// One proposal as `proposal-list` shows it (docs/design.md §19).
 #[derive(Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProposalView {
@@ -224,7 +224,7 @@ pub fn rfc3339(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// The one staleness rule (DESIGN section 19): a memory proposal is stale
+/// The one staleness rule (docs/design.md §19): a memory proposal is stale
 /// when its document's current version is no longer its base. Computed
 /// from the pointer as the last scan left it, never stored.
 pub fn is_stale(store: &dyn Read, target: &MemoryTarget) -> Result<bool, StoreError> {

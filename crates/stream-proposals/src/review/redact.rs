@@ -1,5 +1,5 @@
 //! Sensitive text out of a view: every message, reply, proposal and memory
-//! text becomes `[sensitive: N chars]` (DESIGN section 19) unless the
+//! text becomes `[sensitive: N chars]` (docs/design.md §19) unless the
 //! operator is at a terminal or asked with `--show-sensitive`.
 
 use serde_json::Value;

@@ -101,7 +101,7 @@ impl std::fmt::Debug for MemoryDiff {
     }
 }
 
-/// One proposal whole (DESIGN section 19, `proposal-show --json`).
+/// One proposal whole (docs/design.md §19, `proposal-show --json`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProposalShow {

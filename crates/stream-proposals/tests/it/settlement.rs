@@ -12,7 +12,7 @@ fn agent() -> SourceName {
     SourceName::agent("telegram-conversation").unwrap()
 }
 
-/// The seed's order: output, proposals, completed lifecycle event.
+/// The settlement order (docs/design.md §11): output, proposals, completed lifecycle event.
 #[test]
 fn settlement_events_golden() {
     let settlement = Settlement::assemble(

@@ -1,4 +1,4 @@
-//! The capture rules, one table row per rule (the seed's sentence above it).
+//! The capture rules, one table row per rule (the rule's sentence above it).
 
 use serde_json::json;
 use stream_core::payload::{RunFailureReason as R, ThinkingMarker};
