@@ -254,7 +254,7 @@ fn bad_calls_are_rejected_with_content_dark_reasons() {
             vec![ScriptedCall::raw(
                 "c1",
                 "request_memory_change",
-                &"x".repeat(300 * 1024),
+                &"x".repeat(stream_core::json::MAX_ARGUMENTS_BYTES + 1),
             )],
             R::OversizedCall,
         ),
