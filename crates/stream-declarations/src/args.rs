@@ -445,13 +445,14 @@ const EXACT_FLOAT_INT: f64 = 9_007_199_254_740_992.0;
 fn normalize_integral_numbers(value: &mut Value) {
     match value {
         Value::Number(n) => {
-            if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
-                if f.fract() == 0.0 && f.abs() < EXACT_FLOAT_INT {
-                    // In range and integral: the casts are exact.
-                    #[allow(clippy::cast_possible_truncation)]
-                    let int = f as i64;
-                    *n = Number::from(int);
-                }
+            if let Some(f) = n.as_f64().filter(|_| n.is_f64())
+                && f.fract() == 0.0
+                && f.abs() < EXACT_FLOAT_INT
+            {
+                // In range and integral: the casts are exact.
+                #[allow(clippy::cast_possible_truncation)]
+                let int = f as i64;
+                *n = Number::from(int);
             }
         }
         Value::Array(items) => items.iter_mut().for_each(normalize_integral_numbers),

@@ -286,13 +286,13 @@ fn check_structure(decl: &Declaration) -> Result<(), DeclarationError> {
         }
         (Context::TelegramCommand | Context::None, None) => {}
     }
-    if let Some(p) = &decl.provider {
-        if !(1..=MAX_OUTPUT_TOKENS).contains(&p.max_output_tokens) {
-            return Err(DeclarationError::invalid(
-                "provider.maxOutputTokens",
-                format!("must be 1-{MAX_OUTPUT_TOKENS}"),
-            ));
-        }
+    if let Some(p) = &decl.provider
+        && !(1..=MAX_OUTPUT_TOKENS).contains(&p.max_output_tokens)
+    {
+        return Err(DeclarationError::invalid(
+            "provider.maxOutputTokens",
+            format!("must be 1-{MAX_OUTPUT_TOKENS}"),
+        ));
     }
     check_lists(decl)
 }

@@ -182,10 +182,11 @@ pub fn memory_log(
     };
     let mut receipts: BTreeMap<VersionId, MemoryChangeMaterialized> = BTreeMap::new();
     for e in store.events(&EventQuery::of_type(MemoryChangeMaterialized::TYPE))? {
-        if let Ok(m) = e.decode::<MemoryChangeMaterialized>() {
-            if m.document_id == doc_id && &m.source == source {
-                receipts.insert(m.new_version_id.clone(), m);
-            }
+        if let Ok(m) = e.decode::<MemoryChangeMaterialized>()
+            && m.document_id == doc_id
+            && &m.source == source
+        {
+            receipts.insert(m.new_version_id.clone(), m);
         }
     }
     let mut rows: Vec<VersionRow> = Vec::new();

@@ -75,7 +75,7 @@ fn image_ok(image: &Image) -> bool {
     IMAGE_TYPES.contains(&image.media_type.as_str())
         && !image.data_base64.is_empty()
         && image.data_base64.len() <= max_b64
-        && image.data_base64.len() % 4 == 0
+        && image.data_base64.len().is_multiple_of(4)
         && image
             .data_base64
             .bytes()

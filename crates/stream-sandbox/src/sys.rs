@@ -54,7 +54,7 @@ pub(crate) fn poll_until(fd: BorrowedFd<'_>, events: i16, deadline: Instant) -> 
         // Round up so that a sub-millisecond remainder still waits.
         let ms = left
             .as_millis()
-            .saturating_add(u128::from(left.subsec_nanos() % 1_000_000 != 0));
+            .saturating_add(u128::from(!left.subsec_nanos().is_multiple_of(1_000_000)));
         let timeout = i32::try_from(ms).unwrap_or(i32::MAX);
         let mut pfd = libc::pollfd {
             fd: fd.as_raw_fd(),

@@ -334,25 +334,25 @@ fn decide(store: &dyn Read, v: &mut ProposalView) -> Result<(), StoreError> {
     };
     match v.kind {
         ProposalKind::SelfCorrection => {
-            if let Ok(id) = judgment_id(&decision_id) {
-                if store.event(&id)?.is_some() {
-                    v.outcome = Some(Outcome::JudgmentRecorded);
-                    v.outcome_event_id = Some(id);
-                }
+            if let Ok(id) = judgment_id(&decision_id)
+                && store.event(&id)?.is_some()
+            {
+                v.outcome = Some(Outcome::JudgmentRecorded);
+                v.outcome_event_id = Some(id);
             }
         }
         ProposalKind::MemoryChange => {
-            if let Ok(id) = memory_outcome_id(&decision_id) {
-                if let Some(outcome) = store.event(&id)? {
-                    v.outcome = if outcome.is::<MemoryChangeMaterialized>() {
-                        Some(Outcome::Materialized)
-                    } else if outcome.is::<MaterializationFailed>() {
-                        Some(Outcome::MaterializationFailed)
-                    } else {
-                        None
-                    };
-                    v.outcome_event_id = v.outcome.map(|_| id);
-                }
+            if let Ok(id) = memory_outcome_id(&decision_id)
+                && let Some(outcome) = store.event(&id)?
+            {
+                v.outcome = if outcome.is::<MemoryChangeMaterialized>() {
+                    Some(Outcome::Materialized)
+                } else if outcome.is::<MaterializationFailed>() {
+                    Some(Outcome::MaterializationFailed)
+                } else {
+                    None
+                };
+                v.outcome_event_id = v.outcome.map(|_| id);
             }
         }
         ProposalKind::FocusDeclaration => {}
@@ -365,10 +365,10 @@ pub fn list(store: &dyn Read, all: bool, depth: Depth) -> Result<Vec<ProposalVie
     let mut snapshots = SnapshotCache::new();
     let mut views = Vec::new();
     for event in proposal_events(store)? {
-        if let Some(v) = view(store, &event, &mut snapshots, depth)? {
-            if all || v.state == State::Pending {
-                views.push(v);
-            }
+        if let Some(v) = view(store, &event, &mut snapshots, depth)?
+            && (all || v.state == State::Pending)
+        {
+            views.push(v);
         }
     }
     Ok(views)
