@@ -110,6 +110,27 @@ pub fn render(text: &str) -> Rendered {
     Rendered { text: out, escaped }
 }
 
+/// Serialized JSON made safe for a terminal: every hidden character
+/// ([`is_hidden`]) becomes a JSON `\uXXXX` escape (a surrogate pair above
+/// U+FFFF), so the text still parses to the same value. `serde_json` escapes
+/// only C0 controls; C1 controls, bidi overrides and invisible characters
+/// would reach the terminal raw. Hidden characters can only occur inside
+/// JSON strings, where any character may be escaped this way.
+pub fn json(serialized: &str) -> String {
+    let mut out = String::with_capacity(serialized.len());
+    for c in serialized.chars() {
+        if is_hidden(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// How many hidden characters `text` holds (what `flags: controls` reports).
 pub fn count_hidden(text: &str) -> usize {
     text.chars().filter(|&c| is_hidden(c)).count()
@@ -194,6 +215,21 @@ mod tests {
 
     fn has_raw_control(s: &str) -> bool {
         s.chars().any(|c| c != '\n' && c != '\t' && is_hidden(c))
+    }
+
+    #[test]
+    fn json_escapes_every_hidden_character_and_keeps_the_value() {
+        let value = serde_json::json!({
+            "text": "ok\rhidden\u{1b}[8mgone\u{9b}31m\u{202e}txt\u{200b}\u{2066}\u{85}\u{e0041}\u{3164}\n",
+            "nested": ["\u{2028}x"],
+        });
+        let serialized = serde_json::to_string_pretty(&value).unwrap();
+        assert!(has_raw_control(&serialized), "serde_json leaves some raw");
+        let safe = json(&serialized);
+        assert!(!has_raw_control(&safe), "{safe}");
+        assert!(safe.contains("\\u009b") && safe.contains("\\udb40\\udc41"));
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, value);
     }
 
     #[test]

@@ -56,11 +56,13 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
     if args.json {
         let text = serde_json::to_string_pretty(&checks)
             .map_err(|e| Failure::runtime(anyhow!("cannot render the checks: {e}")))?;
-        println!("{text}");
+        println!("{}", stream_core::terminal::json(&text));
     } else {
         for c in &checks {
             let verdict = if c.ok { "ok" } else { "FAIL" };
-            println!("{verdict:<4} {:<15} {}", c.check, c.detail);
+            // A detail may quote a server (the bot's name): render it.
+            let detail = stream_core::terminal::render(&c.detail).text;
+            println!("{verdict:<4} {:<15} {detail}", c.check);
         }
     }
     let failed = checks.iter().filter(|c| !c.ok).count();

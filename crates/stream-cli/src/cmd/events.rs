@@ -89,7 +89,9 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
     };
     for e in &events {
         if args.json {
-            write(&mut out, envelope(e, args.show_sensitive).to_string())?;
+            // Payloads hold model and owner text: no hidden character raw.
+            let line = envelope(e, args.show_sensitive).to_string();
+            write(&mut out, stream_core::terminal::json(&line))?;
         } else {
             let ev = &e.event;
             let mut line = format!(
@@ -105,7 +107,9 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
                 line.push_str(" [sensitive: redacted]");
             } else {
                 line.push(' ');
-                line.push_str(&String::from_utf8_lossy(&ev.payload));
+                line.push_str(&stream_core::terminal::json(&String::from_utf8_lossy(
+                    &ev.payload,
+                )));
             }
             write(&mut out, line)?;
         }

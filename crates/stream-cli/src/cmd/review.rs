@@ -85,7 +85,8 @@ pub fn age(now_ms: i64, then_ms: i64) -> String {
 
 fn json_out<T: serde::Serialize>(value: &T) -> CmdResult {
     let text = serde_json::to_string_pretty(value).map_err(Failure::runtime)?;
-    println!("{text}");
+    // Model-written strings: no hidden character reaches the terminal raw.
+    println!("{}", stream_core::terminal::json(&text));
     Ok(())
 }
 

@@ -326,3 +326,30 @@ fn bad_input_exits_without_printing_content() {
     );
     assert!(!run.stderr.contains("canary-"));
 }
+
+/// `serde_json` escapes only C0 controls: a C1 CSI (U+009B), a bidi override
+/// or an invisible character in a proposal would reach the terminal raw
+/// through any `--json` output or `events`. Each is escaped, and the JSON
+/// still parses to the exact text.
+#[test]
+fn json_and_events_outputs_escape_every_hidden_character() {
+    let mut s = Scene::new();
+    let text = "canary-c1 \u{9b}31m red\n\u{202e}txet\u{200b}";
+    let id = s.propose(text, "why\u{9b}2J");
+    let shown = s.json(&["proposal-show", id.as_str(), "--json", "--show-sensitive"]);
+    assert_eq!(shown["proposedText"], text, "{shown}");
+    let listed = s.json(&["proposal-list", "--json", "--show-sensitive"]);
+    assert!(listed.to_string().contains("canary-c1"), "{listed}");
+    s.json(&["memory-log", "--json", "--show-sensitive"]);
+    let events = s.ok(&["events", "--json", "--show-sensitive"]);
+    let parsed: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        parsed.iter().any(|e| e.to_string().contains("canary-c1")),
+        "{events}"
+    );
+    let plain = s.ok(&["events", "--show-sensitive"]);
+    assert!(plain.contains("canary-c1 \\u009b31m"), "{plain}");
+}
