@@ -17,6 +17,7 @@ mod doctor;
 mod documents;
 mod external_export;
 mod foundation;
+mod full_disk;
 mod memory_decisions;
 mod pair;
 mod private_store;
