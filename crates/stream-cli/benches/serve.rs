@@ -39,21 +39,24 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// CPU ticks (utime + stime) and context switches of all tasks of `pid`.
-fn usage(pid: u32) -> (u64, u64) {
+/// CPU ticks (utime + stime) of `pid` and the context switches of each of
+/// its tasks, by task id (a thread that exits takes its count with it, so
+/// sums are compared task by task).
+fn usage(pid: u32) -> (u64, std::collections::BTreeMap<String, u64>) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let after = &stat[stat.rfind(')').unwrap() + 2..];
     let f: Vec<&str> = after.split_whitespace().collect();
     let ticks = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-    let mut switches = 0;
+    let mut switches = std::collections::BTreeMap::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let status =
-            std::fs::read_to_string(task.unwrap().path().join("status")).unwrap_or_default();
+        let task = task.unwrap();
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let mut n = 0;
         for line in status.lines() {
             if line.starts_with("voluntary_ctxt_switches")
                 || line.starts_with("nonvoluntary_ctxt_switches")
             {
-                switches += line
+                n += line
                     .split_whitespace()
                     .last()
                     .unwrap()
@@ -61,8 +64,21 @@ fn usage(pid: u32) -> (u64, u64) {
                     .unwrap();
             }
         }
+        switches.insert(task.file_name().to_string_lossy().into_owned(), n);
     }
     (ticks, switches)
+}
+
+/// Switches between two `usage` readings: deltas of tasks alive at both,
+/// plus whole counts of tasks started in between.
+fn switches_between(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+) -> u64 {
+    after
+        .iter()
+        .map(|(tid, n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum()
 }
 
 fn floor(stack: &Stack) -> Duration {
@@ -186,6 +202,6 @@ fn main() {
     println!(
         "idle 10 s: CPU {:.0} ms, {:.1} context switches/s",
         (ticks1 - ticks0) as f64 / hz * 1e3,
-        (switches1 - switches0) as f64 / 10.0
+        switches_between(&switches0, &switches1) as f64 / 10.0
     );
 }

@@ -377,11 +377,19 @@ pub async fn run(
     }
     {
         let store = Arc::clone(ingress.store());
+        let wake = [commits, settled];
+        // The watcher sleeps on this channel: dropping the sender at stop
+        // ends it at once.
+        let (stop_watcher, stop_std) = std::sync::mpsc::channel::<()>();
+        tasks.spawn_blocking(move || {
+            watch_foreign_commits(store.as_ref(), &wake, FOREIGN_COMMIT_CHECK, &stop_std);
+            ("commit watcher", Ok(()))
+        });
         let rx = stop_rx.clone();
         tasks.spawn(async move {
-            let wake = vec![commits, settled];
-            watch_foreign_commits(store, wake, FOREIGN_COMMIT_CHECK, stopped(rx)).await;
-            ("commit watcher", Ok(()))
+            stopped(rx).await;
+            drop(stop_watcher);
+            ("commit watcher stop", Ok(()))
         });
     }
     supervise(tasks, stop_tx, shutdown).await

@@ -202,30 +202,30 @@ impl Tx for SignallingTx<'_> {
 /// Bumps every signal of `wake` whenever the store's data version moved since the last
 /// check, i.e. when another process committed (our own commits were
 /// signalled already; the extra wake-up they cause here is one cheap pass).
-/// Runs until the store fails to answer `stop` completes.
-pub async fn watch_foreign_commits(
-    store: Arc<dyn Store>,
-    wake: Vec<Commits>,
+/// A blocking loop on its own thread: at rest it wakes once per `every` and
+/// touches no async runtime (a timer task plus `spawn_blocking` cost ~4
+/// context switches a check). Returns when `stop` says so or is dropped.
+pub fn watch_foreign_commits(
+    store: &dyn Store,
+    wake: &[Commits],
     every: Duration,
-    stop: impl std::future::Future<Output = ()>,
+    stop: &std::sync::mpsc::Receiver<()>,
 ) {
-    let mut stop = std::pin::pin!(stop);
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last = None;
+    use std::sync::mpsc::RecvTimeoutError;
+    // The baseline is taken at once: a write landing before the first
+    // check must still count as a change.
+    let mut last = store.data_version().ok();
     loop {
-        tokio::select! {
-            () = &mut stop => return,
-            _ = tick.tick() => {}
+        match stop.recv_timeout(every) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
         }
-        let probe = Arc::clone(&store);
-        let now = match tokio::task::spawn_blocking(move || probe.data_version()).await {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => {
+        let now = match store.data_version() {
+            Ok(v) => v,
+            Err(e) => {
                 tracing::warn!(error = %e, "store data version unreadable; retrying");
                 continue;
             }
-            Err(_) => continue,
         };
         if last.is_some_and(|l| l != now) {
             wake.iter().for_each(Commits::bump);
