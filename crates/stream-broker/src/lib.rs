@@ -13,6 +13,11 @@
 //! content-dark [`AttemptError`] whose [`AttemptError::reason`] is the
 //! `RunFailureReason` to record.
 //!
+//! [`SealedWorker::self_test`] spawns the same sealed bytes with no packet
+//! and returns the sandbox report of its hello ([`verify_worker`] also
+//! judges it): the one home of the worker self-test, for `activate` and
+//! `doctor`.
+//!
 //! Read [`Broker`], [`BrokerConfig`] and [`AttemptReport`] first.
 //!
 //! This crate is parent-only: it holds the HTTP client and reads the API key
@@ -25,9 +30,11 @@
 
 mod attempt;
 mod http;
+mod selftest;
 
 pub use attempt::{AttemptError, AttemptReport, Stage};
 pub use http::ANTHROPIC_VERSION;
+pub use selftest::{SealedWorker, SelfTestError, verify_worker};
 pub use stream_sandbox::ImageError;
 
 use std::path::PathBuf;
@@ -131,13 +138,12 @@ impl Broker {
     pub fn new(config: BrokerConfig) -> Result<Self, BrokerError> {
         http::credential(&config.api_key_env)?;
         let client = http::client(config.http_timeout)?;
-        let worker = WorkerImage::load(&config.worker)?;
-        let worker_sha256 = stream_core::canon::sha256(&worker.contents()?);
+        let SealedWorker { image, sha256 } = SealedWorker::load(&config.worker)?;
         Ok(Self {
             config,
             client,
-            worker: Arc::new(worker),
-            worker_sha256,
+            worker: Arc::new(image),
+            worker_sha256: sha256,
         })
     }
 

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
+use stream_broker::ImageError;
 use stream_broker::{Broker, BrokerConfig, BrokerError};
 use stream_core::canon::sha256;
 use stream_core::payload::{BotCommand, MessageReceived};
 use stream_core::{EventId, Sha256Hex, SourceName, StoredEvent};
 use stream_declarations::{DeclarationError, LoadedDeclaration};
 use stream_proposals::SettleError;
-use stream_sandbox::ImageError;
 use stream_store::{EventQuery, Store, StoreError};
 
 use crate::active::{ActiveDeclaration, ActiveError, ensure_active};

@@ -32,4 +32,4 @@ mod settings;
 pub use engine::{Engine, EngineError, ProcessReport, StageTimes, hash_worker};
 pub use settings::{EngineSettings, IngressSettings, ProviderSettings};
 /// The `[provider] compat` modes, re-exported for the configuration.
-pub use stream_protocol::ProviderCompat;
+pub use stream_context::packet::ProviderCompat;

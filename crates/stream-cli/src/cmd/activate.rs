@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
+use stream_broker::{ImageError, SelfTestError};
 use stream_declarations::RegistryError;
 use stream_engine::IngressSettings;
 use stream_engine::activation::{
@@ -57,9 +58,11 @@ fn failure(e: ActivationError) -> Failure {
         | E::ChangedWhileReading
         | E::Unreadable { .. }
         | E::NotAConversation { .. }
-        | E::WorkerUnreadable { .. }
-        | E::SelfTestHello
-        | E::SandboxNotEnforced(_)
+        | E::SelfTest(
+            SelfTestError::Image(ImageError::Read { .. } | ImageError::NotAFile { .. })
+            | SelfTestError::Hello
+            | SelfTestError::NotEnforced(_),
+        )
         | E::WebhookNotRegistered
         | E::Menu(_)
         | E::Registry(RegistryError::FingerprintChanged { .. }) => Failure::usage(e),
@@ -71,7 +74,7 @@ fn failure(e: ActivationError) -> Failure {
         | E::Cooperation(CooperationError::Store(s))
         | E::Active(ActiveError::Store(s)) => s.into(),
         E::Registry(RegistryError::NotInstalled { .. } | RegistryError::Malformed { .. })
-        | E::SelfTestSpawn(_)
+        | E::SelfTest(SelfTestError::Image(ImageError::Seal { .. }) | SelfTestError::Spawn(_))
         | E::Telegram(_)
         | E::Ingress(_)
         | E::UnansweredWithoutServe { .. }

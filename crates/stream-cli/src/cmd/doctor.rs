@@ -179,8 +179,8 @@ fn sandbox(config: &Config) -> Vec<Check> {
         },
     };
     let missing = "build it with `cargo build --release --bins` (it sits beside `thestream`) or set [sandbox] worker";
-    let bundle = match stream_engine::hash_worker(&worker) {
-        Ok(bundle) => bundle,
+    let sealed = match stream_broker::SealedWorker::load(&worker) {
+        Ok(sealed) => sealed,
         Err(_) => {
             return vec![fail(
                 "worker",
@@ -189,9 +189,10 @@ fn sandbox(config: &Config) -> Vec<Check> {
             )];
         }
     };
+    let bundle = sealed.sha256();
     // The report is asked for even when something is not enforced, so that
     // each feature gets its own verdict; the worker verdict is `verify`'s.
-    let enforcement = match stream_engine::activation::self_test(&worker, true) {
+    let enforcement = match sealed.self_test(true) {
         Ok(enforcement) => enforcement,
         Err(e) => {
             return vec![fail(

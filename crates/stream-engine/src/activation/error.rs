@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use stream_broker::SelfTestError;
 use stream_declarations::{DeclarationError, RegistryError};
-use stream_sandbox::{NotEnforced, SpawnError};
 use stream_store::StoreError;
 use stream_telegram::{ApiError, ControlError};
 
@@ -49,23 +49,9 @@ pub enum ActivationError {
         /// Its `<id>@<version>`.
         declaration: String,
     },
-    /// The worker binary could not be read.
-    #[error("verify-bundle: cannot read the worker binary {path}: {kind:?}")]
-    WorkerUnreadable {
-        /// The path.
-        path: String,
-        /// The I/O error kind.
-        kind: std::io::ErrorKind,
-    },
-    /// The worker could not be started for its self-test.
-    #[error("verify-bundle: the worker could not be started: {0}")]
-    SelfTestSpawn(#[from] SpawnError),
-    /// The worker did not answer a well-formed hello.
-    #[error("verify-bundle: the worker did not send a well-formed hello")]
-    SelfTestHello,
-    /// The worker's sandbox is not enforced.
+    /// The worker binary could not be read, or failed its sandbox self-test.
     #[error("verify-bundle: {0}")]
-    SandboxNotEnforced(#[from] NotEnforced),
+    SelfTest(#[from] SelfTestError),
     /// A Bot API call failed.
     #[error("telegram: {0}")]
     Telegram(#[from] ApiError),

@@ -53,7 +53,7 @@ mod plan;
 mod record;
 mod steps;
 
-pub use bundle::{self_test, verify_bundle};
+pub use bundle::verify_bundle;
 pub use error::ActivationError;
 pub use plan::{
     ActivationOptions, ActivationOutcome, IngressPlan, StepOutcome, StepReport, Target, plan,
