@@ -158,17 +158,29 @@ impl Broker {
         &self.worker_sha256
     }
 
-    /// Asks the provider for its model list (`doctor`): no tokens spent, no
-    /// run, nothing of a packet sent. Returns the HTTP status.
-    pub async fn list_models(&self, api: ProviderApi) -> Result<u16, AttemptError> {
-        let key = http::credential(&self.config.api_key_env)
-            .map_err(|_| AttemptError::CredentialMissing)?;
-        http::list_models(&self.client, &self.config.base_url, api, key.as_ref()).await
-    }
-
     /// Runs one attempt of `packet` (see the crate doc). At most one HTTP
     /// request is made, whatever the worker does.
     pub async fn run_attempt(&self, packet: &Packet) -> Result<AttemptReport, AttemptError> {
         attempt::run(self, packet).await
     }
+}
+
+/// Asks the provider for its model list (`doctor`) with the broker's HTTP
+/// client and credential rule: no worker, no tokens spent, no run, nothing
+/// of a packet sent. `config.worker` is not read. Returns the HTTP status.
+pub async fn list_models(config: &BrokerConfig, api: ProviderApi) -> Result<u16, ProbeError> {
+    let key = http::credential(&config.api_key_env)?;
+    let client = http::client(config.http_timeout)?;
+    Ok(http::list_models(&client, &config.base_url, api, key.as_ref()).await?)
+}
+
+/// Why [`list_models`] got no status.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// No client, or no key in the named variable.
+    #[error(transparent)]
+    Setup(#[from] BrokerError),
+    /// The request failed.
+    #[error(transparent)]
+    Request(#[from] AttemptError),
 }

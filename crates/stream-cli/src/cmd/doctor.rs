@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use serde::Serialize;
+use stream_broker::ProbeError;
 use stream_core::payload::ProviderApi;
 use stream_sandbox::{Enforcement, LandlockStatus, SeccompStatus};
 
@@ -408,17 +409,14 @@ async fn provider(config: &Config) -> Check {
         config.provider.api_key_env.clone(),
     );
     broker_config.http_timeout = Duration::from_secs(10);
-    let broker = match stream_broker::Broker::new(broker_config) {
-        Ok(broker) => broker,
-        Err(e) => {
-            return fail(
-                "provider",
-                e,
-                "export the named key, or set api_key_env = \"\" for a keyless local server",
-            );
-        }
-    };
-    match broker.list_models(api).await {
+    // The worker is not needed to ask for the model list (the worker check
+    // is separate): the probe never reads `broker_config.worker`.
+    match stream_broker::list_models(&broker_config, api).await {
+        Err(ProbeError::Setup(e)) => fail(
+            "provider",
+            e,
+            "export the named key, or set api_key_env = \"\" for a keyless local server",
+        ),
         Ok(status @ 200..=299) => ok("provider", format!("GET models answered {status}")),
         Ok(status @ (401 | 403)) => fail(
             "provider",
@@ -433,7 +431,7 @@ async fn provider(config: &Config) -> Check {
             format!("GET models answered {status}"),
             "check provider.base_url (OpenAI-shaped URLs end in /v1)",
         ),
-        Err(e) => fail(
+        Err(ProbeError::Request(e)) => fail(
             "provider",
             format!("GET models failed: {e}"),
             "is the server running at provider.base_url, and reachable from here?",
