@@ -19,6 +19,7 @@
 
 pub mod args;
 pub mod error;
+pub mod install;
 pub mod load;
 pub mod model;
 pub mod registry;

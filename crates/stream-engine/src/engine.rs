@@ -8,12 +8,13 @@ use stream_broker::{Broker, BrokerConfig, BrokerError};
 use stream_core::canon::sha256;
 use stream_core::payload::{BotCommand, MessageReceived};
 use stream_core::{EventId, Sha256Hex, SourceName, StoredEvent};
+use stream_declarations::install::{Expected, load_installed};
 use stream_declarations::{DeclarationError, LoadedDeclaration};
 use stream_proposals::SettleError;
 use stream_store::{EventQuery, Store, StoreError};
 
 use crate::active::{ActiveDeclaration, ActiveError, ensure_active};
-use crate::cooperation::load_installed;
+use crate::cooperation::CooperationError;
 use crate::settings::EngineSettings;
 
 /// Why the engine stopped. Ids, counts and codes only.
@@ -160,7 +161,13 @@ impl Engine {
     }
 
     fn follow_files(&self, active: &ActiveDeclaration) -> Result<Self, EngineError> {
-        let (conversation, installed) = load_installed(self.store.as_ref(), active)?;
+        let expected = Expected {
+            id: &active.id,
+            version: active.version,
+            fingerprint: &active.fingerprint,
+        };
+        let (conversation, installed) =
+            load_installed(self.store.as_ref(), &expected).map_err(CooperationError::from)?;
         if installed.context.telegram_source != self.telegram {
             return Err(EngineError::Unservable {
                 id: active.id.clone(),

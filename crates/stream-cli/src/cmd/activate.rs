@@ -19,6 +19,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use stream_broker::{ImageError, SelfTestError};
 use stream_declarations::RegistryError;
+use stream_declarations::install::InstallError;
 use stream_engine::IngressSettings;
 use stream_engine::activation::{
     ActivationError, ActivationOptions, ActivationOutcome, IngressPlan, StepOutcome, Target,
@@ -71,7 +72,9 @@ fn failure(e: ActivationError) -> Failure {
         }
         E::Store(s)
         | E::Registry(RegistryError::Store(s))
-        | E::Cooperation(CooperationError::Store(s))
+        | E::Cooperation(
+            CooperationError::Store(s) | CooperationError::Install(InstallError::Store(s)),
+        )
         | E::Active(ActiveError::Store(s)) => s.into(),
         E::Registry(RegistryError::NotInstalled { .. } | RegistryError::Malformed { .. })
         | E::SelfTest(SelfTestError::Image(ImageError::Seal { .. }) | SelfTestError::Spawn(_))

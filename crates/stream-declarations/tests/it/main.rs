@@ -8,6 +8,7 @@
 mod args;
 mod common;
 mod fingerprint;
+mod install;
 mod refusals;
 mod rules;
 mod schemas;

@@ -6,6 +6,7 @@ use std::time::Instant;
 use stream_core::payload::{ActivationStep, ActivationStepKind};
 use stream_core::text::Label;
 use stream_core::{EventId, NewEvent, Sha256Hex, SourceName};
+use stream_declarations::install::install_files;
 use stream_store::{Progress, Store, Tx};
 use stream_telegram::{
     BotApi, IngressMode, MenuCommand, freeze_ingress, register_menu, resume_ingress,
@@ -19,8 +20,8 @@ use super::plan::{
 use super::record::{ActivationState, RecordedSteps, state_key, unanswered};
 use crate::active::{ACTIVE_DECLARATION, ActiveError, active};
 use crate::cooperation::{
-    ConsumerRequest, ConsumerState, CooperationError, Liveness, install_files, liveness,
-    read_status, write_request,
+    ConsumerRequest, ConsumerState, CooperationError, Liveness, liveness, read_status,
+    write_request,
 };
 
 /// Runs (or resumes) the activation of `target`. `on_step` is told of each
@@ -368,7 +369,8 @@ impl Run<'_> {
         let event = self.event(kind)?;
         let mut tx = self.store.begin()?;
         decl.verify(&*tx)?;
-        let installed = install_files(&mut *tx, decl, &self.target.yaml, &self.telegram)?;
+        let installed = install_files(&mut *tx, decl, &self.target.yaml, &self.telegram)
+            .map_err(CooperationError::from)?;
         self.append_in(&mut *tx, &event, kind)?;
         tx.commit()?;
         let detail = format!(
