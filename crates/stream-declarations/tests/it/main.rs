@@ -1,7 +1,7 @@
-//! Integration tests of stream-declarations: the seed's Declaration rules as
-//! a table, strict refusals naming their field, the fingerprint and the
-//! registry, golden tool schemas, schema/typed agreement on tool arguments,
-//! and the shipped declarations.
+//! Integration tests of stream-declarations: the declaration rules of
+//! `docs/design.md §6` as a table, strict refusals naming their field, the
+//! fingerprint and the registry, installed files, golden tool schemas,
+//! schema/typed agreement on tool arguments, and the shipped declarations.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
