@@ -21,6 +21,7 @@
 
 pub mod activation;
 pub mod active;
+pub mod attempter;
 pub mod cooperation;
 mod correct;
 mod engine;
