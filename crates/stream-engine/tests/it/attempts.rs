@@ -1,4 +1,4 @@
-//! Routing, retries and backoff of the consumer, in process: the engine
+//! Routing, retries, backoff and `follow` of the consumer, in process: the engine
 //! with a scripted [`Attempter`] (the seam the broker implements) over a
 //! `FaultyStore`. What each attempt returns is scripted; how the engine
 //! routes, judges, retries, waits and records is the code under test.
@@ -15,8 +15,11 @@ use stream_core::payload::{
 };
 use stream_core::text::BoundedText;
 use stream_core::{NewEvent, Sha256Hex, SourceName, StoredEvent};
+use stream_declarations::install::{InstallError, install_files};
+use stream_engine::active::ActiveDeclaration;
 use stream_engine::attempter::{AttemptFuture, Attempter};
-use stream_engine::{Engine, EngineSettings, IngressSettings, ProviderSettings};
+use stream_engine::cooperation::CooperationError;
+use stream_engine::{Engine, EngineError, EngineSettings, IngressSettings, ProviderSettings};
 use stream_store::faulty::FaultyStore;
 use stream_store::{EventQuery, Read, SqliteStore, Store};
 
@@ -293,4 +296,118 @@ async fn a_store_fault_at_any_write_of_a_retrying_run_then_a_rerun_converges() {
         assert_eq!(finals, 1, "fault at write {n}");
     }
     assert!(faulted > 0, "some write of the pass was faulted");
+}
+
+/// What following an active row gives: the engine it rebuilds, or its
+/// refusal.
+enum Followed {
+    /// An engine for this consumer, attempts through the same attempter.
+    Consumer(&'static str),
+    /// Refused: the declaration's files were never installed.
+    NotInstalled,
+    /// Refused: installed for another Telegram source.
+    OtherSource,
+    /// Refused: the files do not rebuild to the active row's fingerprint.
+    Mismatch,
+}
+
+#[tokio::test]
+async fn follow_table() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../declarations");
+    let load = |name: &str| stream_declarations::LoadedDeclaration::load(&repo.join(name)).unwrap();
+    let (v17, v18) = (
+        load("telegram-conversation.v17.yaml"),
+        load("telegram-conversation.v18.yaml"),
+    );
+    let yaml18 = std::fs::read_to_string(repo.join("telegram-conversation.v18.yaml")).unwrap();
+    type Setup = fn(
+        &dyn Store,
+        &stream_declarations::LoadedDeclaration,
+        &str,
+        &stream_declarations::LoadedDeclaration,
+    ) -> ActiveDeclaration;
+    let rows: Vec<(&str, Setup, Followed)> = vec![
+        (
+            "an installed version is followed",
+            |store, v18, yaml, _| {
+                install(store, v18, yaml, BOT);
+                ActiveDeclaration::of(v18)
+            },
+            Followed::Consumer("telegram-conversation@18"),
+        ),
+        (
+            "a version never installed is refused",
+            |_, v18, _, _| ActiveDeclaration::of(v18),
+            Followed::NotInstalled,
+        ),
+        (
+            "a version installed for another bot is refused",
+            |store, v18, yaml, _| {
+                install(store, v18, yaml, BOT + 1);
+                ActiveDeclaration::of(v18)
+            },
+            Followed::OtherSource,
+        ),
+        (
+            "an active row naming another fingerprint is refused",
+            |store, v18, yaml, v17| {
+                install(store, v18, yaml, BOT);
+                let mut active = ActiveDeclaration::of(v18);
+                active.fingerprint = v17.fingerprint.clone();
+                active
+            },
+            Followed::Mismatch,
+        ),
+    ];
+    for (name, setup, expected) in rows {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(FaultyStore::new(
+            SqliteStore::open(&dir.path().join("s.db")).unwrap(),
+        ));
+        let mut settings = settings(dir.path(), 1, Duration::from_millis(1));
+        settings.declaration = repo.join("telegram-conversation.v17.yaml");
+        let scripted = Scripted::new(vec![status(400)]);
+        let engine = Engine::with_attempter(
+            Arc::clone(&store),
+            settings,
+            SourceName::telegram(BOT),
+            scripted.clone(),
+        )
+        .unwrap();
+        assert_eq!(engine.consumer(), "telegram-conversation@17", "{name}");
+        let active = setup(store.as_ref(), &v18, &yaml18, &v17);
+        let followed = engine.follow(&active);
+        match (expected, followed) {
+            (Followed::Consumer(consumer), Ok(next)) => {
+                assert_eq!(next.consumer(), consumer, "{name}");
+                assert_eq!(next.worker_bundle(), engine.worker_bundle(), "{name}");
+                owner_message(store.as_ref(), 1, "hello", None);
+                next.process_available().await.unwrap();
+                assert_eq!(scripted.calls().len(), 1, "{name}: the same attempter");
+            }
+            (
+                Followed::NotInstalled,
+                Err(EngineError::Cooperation(CooperationError::Install(
+                    InstallError::NotInstalled { .. },
+                ))),
+            )
+            | (Followed::OtherSource, Err(EngineError::Unservable { .. }))
+            | (
+                Followed::Mismatch,
+                Err(EngineError::Cooperation(CooperationError::Install(
+                    InstallError::FingerprintMismatch { .. },
+                ))),
+            ) => {}
+            (_, got) => panic!("{name}: got {:?}", got.map(|e| e.consumer())),
+        }
+    }
+}
+
+/// Installs `decl` (registry row and files) for the bot `bot`, as
+/// activation's install step does.
+fn install(store: &dyn Store, decl: &stream_declarations::LoadedDeclaration, yaml: &str, bot: i64) {
+    decl.install(store).unwrap();
+    let mut tx = store.begin().unwrap();
+    install_files(&mut *tx, decl, yaml, &SourceName::telegram(bot)).unwrap();
+    tx.commit().unwrap();
 }
