@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use stream_broker::ImageError;
 use stream_broker::{Broker, BrokerConfig, BrokerError};
-use stream_core::canon::sha256;
 use stream_core::payload::{BotCommand, MessageReceived};
 use stream_core::{EventId, Sha256Hex, SourceName, StoredEvent};
 use stream_declarations::install::{Expected, load_installed};
@@ -413,15 +412,6 @@ impl Engine {
             Some((BotCommand::Focus, false)) | None => self.model_run(trigger, &msg, stages).await,
         }
     }
-}
-
-/// The SHA-256 of the worker binary: the bundle id.
-pub fn hash_worker(path: &std::path::Path) -> Result<Sha256Hex, EngineError> {
-    let bundle = std::fs::read(path).map_err(|e| EngineError::Worker {
-        path: path.display().to_string(),
-        kind: e.kind(),
-    })?;
-    Ok(sha256(&bundle))
 }
 
 /// How a trigger ended.
