@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 use stream_broker::{AttemptError, AttemptReport, Stage};
 use stream_context::packet::Packet;
 use stream_core::payload::{
-    BotCommand, CommandRef, MessageReceived, PrivateChat, ProviderApi, RunFailed, RunFailureReason,
+    BotCommand, CommandRef, DeliveryReceipt, MessageObservation, MessageReceived, PrivateChat,
+    ProviderApi, RunFailed, RunFailureReason,
 };
 use stream_core::text::BoundedText;
-use stream_core::{NewEvent, Sha256Hex, SourceName, StoredEvent};
+use stream_core::{EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent};
 use stream_declarations::install::{InstallError, install_files};
 use stream_engine::active::ActiveDeclaration;
 use stream_engine::attempter::{AttemptFuture, Attempter};
@@ -410,4 +411,80 @@ fn install(store: &dyn Store, decl: &stream_declarations::LoadedDeclaration, yam
     let mut tx = store.begin().unwrap();
     install_files(&mut *tx, decl, yaml, &SourceName::telegram(bot)).unwrap();
     tx.commit().unwrap();
+}
+
+/// Before issue 11 an undecodable receipt was skipped, so `/correct` could
+/// rewrite an older reply than the one meant; now it records nothing and
+/// answers with the fixed failed-run reply.
+#[tokio::test]
+async fn an_unreadable_receipt_refuses_correct_with_the_fixed_failure_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
+    let settings = settings(dir.path(), 1, Duration::from_millis(1));
+    let replies = stream_declarations::LoadedDeclaration::load(&settings.replies_declaration)
+        .unwrap()
+        .declaration
+        .replies
+        .unwrap();
+    let scripted = Scripted::new(Vec::new());
+    let engine = Engine::with_attempter(
+        Arc::clone(&store),
+        settings,
+        SourceName::telegram(BOT),
+        scripted.clone(),
+    )
+    .unwrap();
+    let some = |c: &str| c.repeat(64);
+    let receipt = DeliveryReceipt {
+        output_event_id: EventId::parse(&some("9")).unwrap(),
+        run_id: RunId::parse(&some("8")).unwrap(),
+        chat_id: OWNER,
+        message_id: 77,
+        date: 1_790_000_100,
+        root_sender_id: OWNER,
+        source_root_event_id: EventId::parse(&some("7")).unwrap(),
+        continuation_message_ids: Vec::new(),
+    };
+    let mut garbled = NewEvent::build(&SourceName::telegram(BOT), None, None, &receipt).unwrap();
+    garbled.payload = br#"{"garbled":true}"#.to_vec();
+    garbled.payload_sha256 = stream_core::canon::sha256(&garbled.payload);
+    store.append(&garbled).unwrap();
+    let msg = MessageReceived {
+        update_id: 2,
+        message_id: 2,
+        chat_id: OWNER,
+        chat_type: PrivateChat,
+        sender_id: OWNER,
+        date: 1_790_000_200,
+        text: Some(BoundedText::new("/correct better").unwrap()),
+        photo: None,
+        reply_to_message_id: None,
+        command: Some(CommandRef {
+            name: BotCommand::Correct,
+            args: BoundedText::new("better").unwrap(),
+        }),
+    };
+    store
+        .append(&NewEvent::build(&SourceName::telegram(BOT), None, None, &msg).unwrap())
+        .unwrap();
+    let report = engine.process_available().await.unwrap();
+    assert_eq!((report.triggers, report.completed), (1, 1));
+    let judgments = SourceName::fixed(SourceName::JUDGMENTS);
+    assert_eq!(store.source_head(&judgments).unwrap(), 0, "no judgment");
+    let source = SourceName::agent("telegram-replies").unwrap();
+    let texts: Vec<String> = store
+        .events(&EventQuery::source_after(&source, 0).limit(10))
+        .unwrap()
+        .iter()
+        .filter(|e| e.is::<MessageObservation>())
+        .map(|e| {
+            e.decode::<MessageObservation>()
+                .unwrap()
+                .text
+                .as_str()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts, [replies.run_failed.as_str().to_owned()]);
+    assert!(scripted.calls().is_empty());
 }
