@@ -13,6 +13,11 @@
 //! content-dark [`AttemptError`] whose [`AttemptError::reason`] is the
 //! `RunFailureReason` to record.
 //!
+//! [`SealedWorker::self_test`] spawns the same sealed bytes with no packet
+//! and returns the sandbox report of its hello ([`verify_worker`] also
+//! judges it): the one home of the worker self-test, for `activate` and
+//! `doctor`.
+//!
 //! Read [`Broker`], [`BrokerConfig`] and [`AttemptReport`] first.
 //!
 //! This crate is parent-only: it holds the HTTP client and reads the API key
@@ -25,9 +30,11 @@
 
 mod attempt;
 mod http;
+mod selftest;
 
 pub use attempt::{AttemptError, AttemptReport, Stage};
 pub use http::ANTHROPIC_VERSION;
+pub use selftest::{SealedWorker, SelfTestError, verify_worker};
 pub use stream_sandbox::ImageError;
 
 use std::path::PathBuf;
@@ -95,31 +102,6 @@ impl BrokerConfig {
     }
 }
 
-/// Asks the provider for its model list (`doctor`): no worker, no tokens
-/// spent, no run, nothing of a packet sent; the same credential rule as an
-/// attempt. Returns the HTTP status.
-pub async fn list_models(
-    base_url: &str,
-    api_key_env: &str,
-    api: ProviderApi,
-    timeout: Duration,
-) -> Result<u16, ListModelsError> {
-    let key = http::credential(api_key_env)?;
-    let client = http::client(timeout)?;
-    Ok(http::list_models(&client, base_url, api, key.as_ref()).await?)
-}
-
-/// Why [`list_models`] got no status.
-#[derive(Debug, thiserror::Error)]
-pub enum ListModelsError {
-    /// No credential, or no HTTP client.
-    #[error(transparent)]
-    Setup(#[from] BrokerError),
-    /// The request failed before any status.
-    #[error(transparent)]
-    Request(#[from] AttemptError),
-}
-
 /// The broker could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -156,13 +138,12 @@ impl Broker {
     pub fn new(config: BrokerConfig) -> Result<Self, BrokerError> {
         http::credential(&config.api_key_env)?;
         let client = http::client(config.http_timeout)?;
-        let worker = WorkerImage::load(&config.worker)?;
-        let worker_sha256 = stream_core::canon::sha256(&worker.contents()?);
+        let SealedWorker { image, sha256 } = SealedWorker::load(&config.worker)?;
         Ok(Self {
             config,
             client,
-            worker: Arc::new(worker),
-            worker_sha256,
+            worker: Arc::new(image),
+            worker_sha256: sha256,
         })
     }
 
@@ -182,4 +163,24 @@ impl Broker {
     pub async fn run_attempt(&self, packet: &Packet) -> Result<AttemptReport, AttemptError> {
         attempt::run(self, packet).await
     }
+}
+
+/// Asks the provider for its model list (`doctor`) with the broker's HTTP
+/// client and credential rule: no worker, no tokens spent, no run, nothing
+/// of a packet sent. `config.worker` is not read. Returns the HTTP status.
+pub async fn list_models(config: &BrokerConfig, api: ProviderApi) -> Result<u16, ProbeError> {
+    let key = http::credential(&config.api_key_env)?;
+    let client = http::client(config.http_timeout)?;
+    Ok(http::list_models(&client, &config.base_url, api, key.as_ref()).await?)
+}
+
+/// Why [`list_models`] got no status.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// No client, or no key in the named variable.
+    #[error(transparent)]
+    Setup(#[from] BrokerError),
+    /// The request failed.
+    #[error(transparent)]
+    Request(#[from] AttemptError),
 }

@@ -3,9 +3,11 @@
 //! Owns: the retry-stable [`Snapshot`] — the bounded transcript of the chat
 //! (owner messages and delivered replies with their effective text), the
 //! exact current `memory.md` version, the correction targets by every rule of
-//! the correction-target rules (docs/design.md §8), the admitted evidence ids, the
-//! exposed tools, the prompt and the declaration fingerprint — and
-//! [`packet::build`], which turns a snapshot into the worker's packet.
+//! `docs/design.md §8`, the admitted evidence ids, the exposed tools, the
+//! prompt and the declaration fingerprint — and
+//! [`packet::build`], which turns a snapshot into the worker's packet. Also
+//! [`correct::owner_correction_target`]: the reply an owner's `/correct`
+//! targets.
 //!
 //! Start with [`build`] and [`Snapshot::load`]. History for later turns is
 //! rebuilt here from completed-run receipts and proposal events only
@@ -17,6 +19,7 @@
 #![deny(missing_docs)]
 
 mod build;
+pub mod correct;
 pub mod history;
 pub mod packet;
 mod snapshot;

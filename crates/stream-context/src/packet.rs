@@ -7,8 +7,11 @@ use base64::Engine as _;
 use stream_core::payload::ProposalKind;
 use stream_protocol::{
     Capability, HistoryMessage, HistoryToolCall, Image, MAX_CALLS, MAX_IMAGE_BYTES, OutputMode,
-    Packet, Protocol, ProviderSpec, ToolDef,
+    Protocol,
 };
+/// What [`build`] is given and gives (the engine names these here, not in
+/// the wire crate it does not link).
+pub use stream_protocol::{Packet, ProviderCompat, ProviderSpec, ToolDef};
 use stream_store::Read;
 
 use crate::history::NORMALIZED_RESULT;

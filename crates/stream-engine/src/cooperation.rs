@@ -15,23 +15,17 @@
 //!   kernel start time), so a reader tells a live serve from one that exited,
 //!   died, was rebooted away or whose PID was reused, instead of waiting for
 //!   it forever ([`liveness`]).
-//! - `declaration-install/<id>/<version>` ([`InstalledDeclaration`]), written
-//!   by activation's install step: the declaration file and its prompt as
-//!   blobs, bound by their SHA-256 and the fingerprint, plus the context
-//!   manifest (context kind, the Telegram source it was installed for, the
-//!   exact subscribed documents, the transcript bound). A running serve
-//!   loads the newly active declaration from here ([`load_installed`]), not
-//!   from a path of its own config.
+//!
+//! The third row they share, a declaration's installed files
+//! (`declaration-install/<id>/<version>`), is `stream_declarations::install`'s:
+//! activation's install step writes it, a following serve loads from it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use stream_core::canon::sha256;
 use stream_core::{Fingerprint, Sha256Hex, SourceName};
-use stream_declarations::{LoadedDeclaration, Prompt, RegistryError};
+use stream_declarations::install::InstallError;
 use stream_memory::lock::{LockError, LockEvidence, OwnerState, boot_id, judge};
 use stream_store::{Read, StoreError, Tx};
-
-use crate::active::ActiveDeclaration;
 
 /// The evidence that names one process on one boot: boot id, PID, the
 /// kernel's start time of that PID, and a random token (the root lock's
@@ -51,39 +45,9 @@ pub enum CooperationError {
         /// Its key.
         key: String,
     },
-    /// The installed files of a declaration are missing.
-    #[error("declaration {id}@{version} has no installed files; activate it first")]
-    NotInstalled {
-        /// Declaration id.
-        id: String,
-        /// Declaration version.
-        version: u32,
-    },
-    /// A blob the install row names is missing or does not hash to its name.
-    #[error("installed file {sha256} of declaration {id}@{version} is missing or altered")]
-    FileAltered {
-        /// Declaration id.
-        id: String,
-        /// Declaration version.
-        version: u32,
-        /// The SHA-256 the row names.
-        sha256: Sha256Hex,
-    },
-    /// The installed files rebuild a declaration with another fingerprint
-    /// than the one the install row or the active row names.
-    #[error("installed declaration {id}@{version} does not rebuild to its recorded fingerprint")]
-    FingerprintMismatch {
-        /// Declaration id.
-        id: String,
-        /// Declaration version.
-        version: u32,
-    },
-    /// The installed files do not load as a declaration.
+    /// A declaration's installed files could not be written or loaded.
     #[error(transparent)]
-    Declaration(#[from] stream_declarations::DeclarationError),
-    /// The registry refused.
-    #[error(transparent)]
-    Registry(#[from] RegistryError),
+    Install(#[from] InstallError),
     /// This process's identity could not be read from `/proc`.
     #[error("process identity unavailable: {0}")]
     Identity(#[from] LockError),
@@ -125,11 +89,6 @@ pub fn request_key(consumer: &str) -> String {
 /// The control key of a consumer's status row.
 pub fn status_key(consumer: &str) -> String {
     format!("consumer-status:{consumer}")
-}
-
-/// The control key of a declaration's installed files.
-pub fn install_key(id: &str, version: u32) -> String {
-    format!("declaration-install/{id}/{version}")
 }
 
 /// What activation asks of the serve running a consumer.
@@ -235,155 +194,6 @@ pub fn liveness(evidence: &ProcessEvidence) -> Result<Liveness, CooperationError
         OwnerState::Live => Liveness::Live,
         OwnerState::Dead | OwnerState::Rebooted | OwnerState::PidReused => Liveness::Gone,
     })
-}
-
-/// One exactly subscribed document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ContextDocument {
-    /// Its source.
-    pub source: SourceName,
-    /// Its normalized path.
-    pub path: String,
-}
-
-/// What the installed declaration's context reads, resolved for this store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ContextManifest {
-    /// The context kind (`telegram-conversation`).
-    pub context: String,
-    /// The Telegram source it was installed for (`telegram:<bot-id>`).
-    pub telegram_source: SourceName,
-    /// The exactly subscribed documents.
-    pub documents: Vec<ContextDocument>,
-    /// The transcript bound, in turns.
-    pub transcript_max_turns: Option<u32>,
-}
-
-/// The install row of one declaration version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct InstalledDeclaration {
-    /// The fingerprint the files rebuild to.
-    pub fingerprint: Fingerprint,
-    /// The declaration file's blob.
-    pub declaration_sha256: Sha256Hex,
-    /// The prompt file's blob, when it names one.
-    pub prompt_sha256: Option<Sha256Hex>,
-    /// The context manifest.
-    pub context: ContextManifest,
-}
-
-/// The context manifest of `decl` for `telegram`.
-pub fn context_manifest(decl: &LoadedDeclaration, telegram: &SourceName) -> ContextManifest {
-    let d = &decl.declaration;
-    ContextManifest {
-        context: d.context.as_str().to_owned(),
-        telegram_source: telegram.clone(),
-        documents: d
-            .subscriptions
-            .documents
-            .iter()
-            .filter_map(|doc| {
-                doc.path.as_ref().map(|p| ContextDocument {
-                    source: doc.source.clone(),
-                    path: p.as_str().to_owned(),
-                })
-            })
-            .collect(),
-        transcript_max_turns: d.transcript.as_ref().map(|t| t.max_turns),
-    }
-}
-
-/// Installs `decl`'s files inside `tx`: the declaration text and its prompt
-/// as blobs and the install row. `yaml` must rebuild `decl` exactly (the
-/// caller read both from the same file), which is checked here.
-pub fn install_files(
-    tx: &mut (impl Tx + ?Sized),
-    decl: &LoadedDeclaration,
-    yaml: &str,
-    telegram: &SourceName,
-) -> Result<InstalledDeclaration, CooperationError> {
-    let rebuilt = LoadedDeclaration::from_parts(yaml, decl.prompt.clone())?;
-    if rebuilt.fingerprint != decl.fingerprint {
-        return Err(CooperationError::FingerprintMismatch {
-            id: decl.id().to_owned(),
-            version: decl.version(),
-        });
-    }
-    let declaration_sha256 = tx.put_blob(yaml.as_bytes())?;
-    let prompt_sha256 = match &decl.prompt {
-        Some(prompt) => Some(tx.put_blob(prompt.text.as_bytes())?),
-        None => None,
-    };
-    let row = InstalledDeclaration {
-        fingerprint: decl.fingerprint.clone(),
-        declaration_sha256,
-        prompt_sha256,
-        context: context_manifest(decl, telegram),
-    };
-    write_row(tx, &install_key(decl.id(), decl.version()), &row)?;
-    Ok(row)
-}
-
-fn blob(
-    reader: &(impl Read + ?Sized),
-    active: &ActiveDeclaration,
-    sha: &Sha256Hex,
-) -> Result<Vec<u8>, CooperationError> {
-    let altered = || CooperationError::FileAltered {
-        id: active.id.clone(),
-        version: active.version,
-        sha256: sha.clone(),
-    };
-    let bytes = reader.blob(sha)?.ok_or_else(altered)?;
-    if sha256(&bytes) == *sha {
-        Ok(bytes)
-    } else {
-        Err(altered())
-    }
-}
-
-/// Loads the installed files of the `active` declaration and rebuilds it:
-/// blobs re-hashed, the declaration re-validated, its fingerprint equal to
-/// the install row's, the active row's and the registry's.
-pub fn load_installed(
-    reader: &(impl Read + ?Sized),
-    active: &ActiveDeclaration,
-) -> Result<(LoadedDeclaration, InstalledDeclaration), CooperationError> {
-    let row: InstalledDeclaration = read_row(reader, &install_key(&active.id, active.version))?
-        .ok_or_else(|| CooperationError::NotInstalled {
-            id: active.id.clone(),
-            version: active.version,
-        })?;
-    let yaml = String::from_utf8(blob(reader, active, &row.declaration_sha256)?).map_err(|_| {
-        CooperationError::FileAltered {
-            id: active.id.clone(),
-            version: active.version,
-            sha256: row.declaration_sha256.clone(),
-        }
-    })?;
-    let prompt = match &row.prompt_sha256 {
-        None => None,
-        Some(sha) => {
-            let where_ = std::path::PathBuf::from(format!("store:blob/{sha}"));
-            Some(Prompt::from_bytes(&where_, blob(reader, active, sha)?)?)
-        }
-    };
-    let decl = LoadedDeclaration::from_parts(&yaml, prompt)?;
-    let same = decl.fingerprint == row.fingerprint
-        && decl.fingerprint == active.fingerprint
-        && decl.id() == active.id
-        && decl.version() == active.version;
-    if !same {
-        return Err(CooperationError::FingerprintMismatch {
-            id: active.id.clone(),
-            version: active.version,
-        });
-    }
-    decl.verify(reader)?;
-    Ok((decl, row))
 }
 
 /// The PID of a `serve` that holds this store: one whose status row for the

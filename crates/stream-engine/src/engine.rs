@@ -3,17 +3,18 @@
 
 use std::sync::Arc;
 
+use stream_broker::ImageError;
 use stream_broker::{Broker, BrokerConfig, BrokerError};
-use stream_core::canon::sha256;
 use stream_core::payload::{BotCommand, MessageReceived};
 use stream_core::{EventId, Sha256Hex, SourceName, StoredEvent};
+use stream_declarations::install::{Expected, load_installed};
 use stream_declarations::{DeclarationError, LoadedDeclaration};
 use stream_proposals::SettleError;
-use stream_sandbox::ImageError;
 use stream_store::{EventQuery, Store, StoreError};
 
 use crate::active::{ActiveDeclaration, ActiveError, ensure_active};
-use crate::cooperation::load_installed;
+use crate::attempter::Attempter;
+use crate::cooperation::CooperationError;
 use crate::settings::EngineSettings;
 
 /// Why the engine stopped. Ids, counts and codes only.
@@ -108,7 +109,10 @@ pub struct Engine {
     pub(crate) conversation: LoadedDeclaration,
     pub(crate) replies: LoadedDeclaration,
     pub(crate) active: ActiveDeclaration,
-    pub(crate) broker: Broker,
+    pub(crate) broker: Arc<dyn Attempter>,
+    /// The attempter given by [`Engine::with_attempter`], kept across
+    /// `follow`; `None`: a broker built from the settings.
+    pub(crate) given: Option<Arc<dyn Attempter>>,
     pub(crate) worker_bundle: Sha256Hex,
     pub(crate) telegram: SourceName,
     /// Ends a retry backoff early when it turns `true` (serve's shutdown).
@@ -135,6 +139,28 @@ impl Engine {
         settings: EngineSettings,
         telegram: SourceName,
     ) -> Result<Self, EngineError> {
+        Self::start(store, settings, telegram, None)
+    }
+
+    /// [`Engine::new`] with attempts run by `attempter` instead of a broker
+    /// built from the settings (`settings.worker` is not read): the seam
+    /// in-process tests drive routing, retries, backoff and `follow`
+    /// through. Everything the attempter returns is judged as a broker's.
+    pub fn with_attempter(
+        store: Arc<dyn Store>,
+        settings: EngineSettings,
+        telegram: SourceName,
+        attempter: Arc<dyn Attempter>,
+    ) -> Result<Self, EngineError> {
+        Self::start(store, settings, telegram, Some(attempter))
+    }
+
+    fn start(
+        store: Arc<dyn Store>,
+        settings: EngineSettings,
+        telegram: SourceName,
+        given: Option<Arc<dyn Attempter>>,
+    ) -> Result<Self, EngineError> {
         let conversation = LoadedDeclaration::load(&settings.declaration)?;
         let replies = LoadedDeclaration::load(&settings.replies_declaration)?;
         if replies.declaration.replies.is_none() {
@@ -144,7 +170,15 @@ impl Engine {
             });
         }
         let active = ensure_active(store.as_ref(), &conversation, &replies)?;
-        Self::build(store, settings, telegram, conversation, replies, active)
+        Self::build(
+            store,
+            settings,
+            telegram,
+            conversation,
+            replies,
+            active,
+            given,
+        )
     }
 
     /// Follows an activation: an engine for `active` (the store's new
@@ -160,7 +194,13 @@ impl Engine {
     }
 
     fn follow_files(&self, active: &ActiveDeclaration) -> Result<Self, EngineError> {
-        let (conversation, installed) = load_installed(self.store.as_ref(), active)?;
+        let expected = Expected {
+            id: &active.id,
+            version: active.version,
+            fingerprint: &active.fingerprint,
+        };
+        let (conversation, installed) =
+            load_installed(self.store.as_ref(), &expected).map_err(CooperationError::from)?;
         if installed.context.telegram_source != self.telegram {
             return Err(EngineError::Unservable {
                 id: active.id.clone(),
@@ -174,6 +214,7 @@ impl Engine {
             conversation,
             self.replies.clone(),
             active.clone(),
+            self.given.clone(),
         )
     }
 
@@ -184,29 +225,12 @@ impl Engine {
         conversation: LoadedDeclaration,
         replies: LoadedDeclaration,
         active: ActiveDeclaration,
+        given: Option<Arc<dyn Attempter>>,
     ) -> Result<Self, EngineError> {
-        let mut config = BrokerConfig::new(
-            settings.worker.clone(),
-            settings.provider.base_url.clone(),
-            settings.provider.api_key_env.clone(),
-        );
-        config.allow_unenforced = settings.allow_unenforced_sandbox;
-        config.http_timeout = settings.provider_timeout;
-        // The broker seals the worker in memory and hashes that copy: the
-        // bundle receipts name is the worker every attempt executes.
-        let broker = Broker::new(config).map_err(|e| match e {
-            BrokerError::Worker(ImageError::Read { path, kind }) => EngineError::Worker {
-                path: path.display().to_string(),
-                kind,
-            },
-            BrokerError::Worker(ImageError::NotAFile { path }) => EngineError::Worker {
-                path: path.display().to_string(),
-                kind: std::io::ErrorKind::InvalidInput,
-            },
-            other @ (BrokerError::Worker(ImageError::Seal { .. })
-            | BrokerError::Client
-            | BrokerError::CredentialMissing { .. }) => EngineError::Broker(other),
-        })?;
+        let broker = match &given {
+            Some(attempter) => Arc::clone(attempter),
+            None => Arc::new(Self::broker(&settings)?),
+        };
         let worker_bundle = broker.worker_sha256().clone();
         tracing::info!(
             declaration = %active.consumer(),
@@ -220,10 +244,36 @@ impl Engine {
             replies,
             active,
             broker,
+            given,
             worker_bundle,
             telegram,
             stop: None,
             settled: None,
+        })
+    }
+
+    fn broker(settings: &EngineSettings) -> Result<Broker, EngineError> {
+        let mut config = BrokerConfig::new(
+            settings.worker.clone(),
+            settings.provider.base_url.clone(),
+            settings.provider.api_key_env.clone(),
+        );
+        config.allow_unenforced = settings.allow_unenforced_sandbox;
+        config.http_timeout = settings.provider_timeout;
+        // The broker seals the worker in memory and hashes that copy: the
+        // bundle receipts name is the worker every attempt executes.
+        Broker::new(config).map_err(|e| match e {
+            BrokerError::Worker(ImageError::Read { path, kind }) => EngineError::Worker {
+                path: path.display().to_string(),
+                kind,
+            },
+            BrokerError::Worker(ImageError::NotAFile { path }) => EngineError::Worker {
+                path: path.display().to_string(),
+                kind: std::io::ErrorKind::InvalidInput,
+            },
+            other @ (BrokerError::Worker(ImageError::Seal { .. })
+            | BrokerError::Client
+            | BrokerError::CredentialMissing { .. }) => EngineError::Broker(other),
         })
     }
 
@@ -362,15 +412,6 @@ impl Engine {
             Some((BotCommand::Focus, false)) | None => self.model_run(trigger, &msg, stages).await,
         }
     }
-}
-
-/// The SHA-256 of the worker binary: the bundle id.
-pub fn hash_worker(path: &std::path::Path) -> Result<Sha256Hex, EngineError> {
-    let bundle = std::fs::read(path).map_err(|e| EngineError::Worker {
-        path: path.display().to_string(),
-        kind: e.kind(),
-    })?;
-    Ok(sha256(&bundle))
 }
 
 /// How a trigger ended.

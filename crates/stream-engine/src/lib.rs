@@ -21,6 +21,7 @@
 
 pub mod activation;
 pub mod active;
+pub mod attempter;
 pub mod cooperation;
 mod correct;
 mod engine;
@@ -29,7 +30,7 @@ pub mod model;
 pub mod serve;
 mod settings;
 
-pub use engine::{Engine, EngineError, ProcessReport, StageTimes, hash_worker};
+pub use engine::{Engine, EngineError, ProcessReport, StageTimes};
 pub use settings::{EngineSettings, IngressSettings, ProviderSettings};
 /// The `[provider] compat` modes, re-exported for the configuration.
-pub use stream_protocol::ProviderCompat;
+pub use stream_context::packet::ProviderCompat;

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use stream_broker::{AttemptError, AttemptReport};
+use stream_context::packet::{ProviderSpec, ToolDef};
 use stream_context::{ContextSpec, Snapshot};
 use stream_core::ids::derive_run_id;
 use stream_core::payload::{MessageReceived, ProposalKind, ProviderRef, RunFailureReason};
@@ -16,7 +17,6 @@ use stream_declarations::tool_spec;
 use stream_memory::scan::{ScanLimits, scan_with_limits};
 use stream_proposals::settle::{FailedAttempt, RunFacts, Settlement, ValidatedCompletion, commit};
 use stream_proposals::validate::{AttemptEvidence, validate_completion};
-use stream_protocol::{ProviderSpec, ToolDef};
 use stream_provider::status_reason;
 use stream_store::{RunRow, RunStatus};
 

@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use stream_context::packet::ProviderCompat;
 use stream_core::payload::ProviderApi;
-use stream_protocol::ProviderCompat;
 
 /// The provider the broker talks to.
 #[derive(Debug, Clone)]

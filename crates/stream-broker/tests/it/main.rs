@@ -8,3 +8,4 @@ mod common;
 mod e2e;
 mod leaks;
 mod misbehaving;
+mod selftest;

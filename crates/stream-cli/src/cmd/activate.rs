@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
+use stream_broker::{ImageError, SelfTestError};
 use stream_declarations::RegistryError;
+use stream_declarations::install::InstallError;
 use stream_engine::IngressSettings;
 use stream_engine::activation::{
     ActivationError, ActivationOptions, ActivationOutcome, IngressPlan, StepOutcome, Target,
@@ -57,9 +59,11 @@ fn failure(e: ActivationError) -> Failure {
         | E::ChangedWhileReading
         | E::Unreadable { .. }
         | E::NotAConversation { .. }
-        | E::WorkerUnreadable { .. }
-        | E::SelfTestHello
-        | E::SandboxNotEnforced(_)
+        | E::SelfTest(
+            SelfTestError::Image(ImageError::Read { .. } | ImageError::NotAFile { .. })
+            | SelfTestError::Hello
+            | SelfTestError::NotEnforced(_),
+        )
         | E::WebhookNotRegistered
         | E::Menu(_)
         | E::Registry(RegistryError::FingerprintChanged { .. }) => Failure::usage(e),
@@ -68,10 +72,12 @@ fn failure(e: ActivationError) -> Failure {
         }
         E::Store(s)
         | E::Registry(RegistryError::Store(s))
-        | E::Cooperation(CooperationError::Store(s))
+        | E::Cooperation(
+            CooperationError::Store(s) | CooperationError::Install(InstallError::Store(s)),
+        )
         | E::Active(ActiveError::Store(s)) => s.into(),
         E::Registry(RegistryError::NotInstalled { .. } | RegistryError::Malformed { .. })
-        | E::SelfTestSpawn(_)
+        | E::SelfTest(SelfTestError::Image(ImageError::Seal { .. }) | SelfTestError::Spawn(_))
         | E::Telegram(_)
         | E::Ingress(_)
         | E::UnansweredWithoutServe { .. }

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use serde::Serialize;
+use stream_broker::ProbeError;
 use stream_core::payload::ProviderApi;
 use stream_sandbox::{Enforcement, LandlockStatus, SeccompStatus};
 
@@ -181,8 +182,8 @@ fn sandbox(config: &Config) -> Vec<Check> {
         },
     };
     let missing = "build it with `cargo build --release --bins` (it sits beside `thestream`) or set [sandbox] worker";
-    let bundle = match stream_engine::hash_worker(&worker) {
-        Ok(bundle) => bundle,
+    let sealed = match stream_broker::SealedWorker::load(&worker) {
+        Ok(sealed) => sealed,
         Err(_) => {
             return vec![fail(
                 "worker",
@@ -191,9 +192,10 @@ fn sandbox(config: &Config) -> Vec<Check> {
             )];
         }
     };
+    let bundle = sealed.sha256();
     // The report is asked for even when something is not enforced, so that
     // each feature gets its own verdict; the worker verdict is `verify`'s.
-    let enforcement = match stream_engine::activation::self_test(&worker, true) {
+    let enforcement = match sealed.self_test(true) {
         Ok(enforcement) => enforcement,
         Err(e) => {
             return vec![fail(
@@ -403,14 +405,20 @@ async fn provider(config: &Config) -> Check {
             );
         }
     };
-    let listed = stream_broker::list_models(
-        &config.provider.base_url,
-        &config.provider.api_key_env,
-        api,
-        Duration::from_secs(10),
-    )
-    .await;
-    match listed {
+    let mut broker_config = stream_broker::BrokerConfig::new(
+        std::path::PathBuf::new(),
+        config.provider.base_url.clone(),
+        config.provider.api_key_env.clone(),
+    );
+    broker_config.http_timeout = Duration::from_secs(10);
+    // The worker is not needed to ask for the model list (the worker check
+    // is separate): the probe never reads `broker_config.worker`.
+    match stream_broker::list_models(&broker_config, api).await {
+        Err(ProbeError::Setup(e)) => fail(
+            "provider",
+            e,
+            "export the named key, or set api_key_env = \"\" for a keyless local server",
+        ),
         Ok(status @ 200..=299) => ok("provider", format!("GET models answered {status}")),
         Ok(status @ (401 | 403)) => fail(
             "provider",
@@ -425,12 +433,7 @@ async fn provider(config: &Config) -> Check {
             format!("GET models answered {status}"),
             "check provider.base_url (OpenAI-shaped URLs end in /v1)",
         ),
-        Err(e @ stream_broker::ListModelsError::Setup(_)) => fail(
-            "provider",
-            e,
-            "export the named key, or set api_key_env = \"\" for a keyless local server",
-        ),
-        Err(e) => fail(
+        Err(ProbeError::Request(e)) => fail(
             "provider",
             format!("GET models failed: {e}"),
             "is the server running at provider.base_url, and reachable from here?",

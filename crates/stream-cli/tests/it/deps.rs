@@ -5,20 +5,13 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
-#[test]
-fn production_never_links_the_testkit() {
+/// The crate names `cargo tree` prints for `args` (offline, no prefix).
+fn tree(args: &[&str]) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args([
-            "tree",
-            "-p",
-            "stream-cli",
-            "-e",
-            "normal,build",
-            "--prefix",
-            "none",
-            "--offline",
-        ])
+        .arg("tree")
+        .args(args)
+        .args(["--prefix", "none", "--offline"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
@@ -27,16 +20,36 @@ fn production_never_links_the_testkit() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let crates: BTreeSet<String> = String::from_utf8(out.stdout)
+    String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn production_never_links_the_testkit() {
+    let crates = tree(&["-p", "stream-cli", "-e", "normal,build"]);
     assert!(crates.contains("stream-loopback"), "{crates:?}");
     assert!(
         !crates.contains("stream-testkit"),
         "thestream links stream-testkit"
     );
+}
+
+/// Architecture invariant: the engine orchestrates; the sandbox and the
+/// worker's wire protocol are the broker's (and the context's packet
+/// builder's) business, so the engine depends on neither directly.
+#[test]
+fn the_engine_depends_on_neither_the_sandbox_nor_the_protocol() {
+    let direct = tree(&["-p", "stream-engine", "-e", "normal", "--depth", "1"]);
+    assert!(direct.contains("stream-broker"), "{direct:?}");
+    for forbidden in ["stream-sandbox", "stream-protocol"] {
+        assert!(
+            !direct.contains(forbidden),
+            "stream-engine depends on {forbidden} directly: {direct:?}"
+        );
+    }
 }
 
 /// `1.89` or `1.89.0` as comparable numbers (a missing part is 0).

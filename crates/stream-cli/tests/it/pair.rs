@@ -191,7 +191,10 @@ fn pair_refuses_while_a_serve_holds_the_store() {
             activation_id: None,
             process: stream_engine::cooperation::ProcessEvidence::current().unwrap(),
             telegram_source: stream_core::SourceName::new("telegram:4242").unwrap(),
-            worker_bundle_sha256: stream_engine::hash_worker(&worker).unwrap(),
+            worker_bundle_sha256: stream_broker::SealedWorker::load(&worker)
+                .unwrap()
+                .sha256()
+                .clone(),
             declaration_fingerprint: stream_core::Fingerprint::parse(&"ab".repeat(32)).unwrap(),
         };
         stream_engine::cooperation::write_status(&mut *tx, "telegram-conversation@18", &status)

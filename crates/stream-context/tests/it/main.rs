@@ -1,5 +1,5 @@
-//! stream-context: the snapshot capability rules (docs/design.md §8),
-//! "Correction targets" and "Evidence ids" sections, retry stability, and
+//! stream-context: the snapshot rules of `docs/design.md §8`
+//! (capabilities, correction targets, evidence ids), retry stability, and
 //! history reconstruction.
 
 #![allow(
@@ -10,6 +10,7 @@
 )]
 
 mod common;
+mod correct;
 mod history;
 mod parts;
 mod snapshot;

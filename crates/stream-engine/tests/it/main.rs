@@ -1,11 +1,13 @@
-//! stream-engine: the active-declaration rule of `serve` and activation's
-//! store-side rules (docs/design.md §17).
+//! stream-engine: the active-declaration rule of `serve`, activation's
+//! store-side rules (`docs/design.md §17`), and the consumer's routing and
+//! retries in process through the attempter seam (`attempts`).
 //! The conversation itself is proven end to end with the real binaries in
 //! `stream-cli`'s tests (`conversation::*`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod activation;
+mod attempts;
 mod common;
 mod serve;
 

@@ -1,0 +1,100 @@
+//! The worker's sandbox self-test, on the same sealed bytes an attempt runs:
+//! spawn it with no packet, read and parse its `hello`, end it. `activate`
+//! (verify-bundle) judges the report; `doctor` also shows it feature by
+//! feature.
+
+use std::path::Path;
+use std::time::Duration;
+
+use stream_core::Sha256Hex;
+use stream_protocol::framing::parse_frame;
+use stream_protocol::{MAX_FRAME_BYTES, WorkerFrame};
+use stream_sandbox::{
+    Enforcement, ImageError, NotEnforced, SpawnError, SpawnLimits, StderrMode, WorkerImage,
+};
+
+use crate::ALLOW_UNENFORCED_FLAG;
+
+/// How long the self-test waits for the hello.
+const HELLO_WAIT: Duration = Duration::from_secs(20);
+
+/// Why the self-test failed. Paths, kinds and codes only.
+#[derive(Debug, thiserror::Error)]
+pub enum SelfTestError {
+    /// The worker binary could not be read or sealed.
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    /// The worker could not be started.
+    #[error("the worker could not be started: {0}")]
+    Spawn(#[from] SpawnError),
+    /// The worker did not answer a well-formed hello.
+    #[error("the worker did not send a well-formed hello")]
+    Hello,
+    /// The worker's sandbox is not enforced.
+    #[error(transparent)]
+    NotEnforced(#[from] NotEnforced),
+}
+
+/// A worker binary sealed in memory with the SHA-256 of those bytes (the
+/// bundle id receipts name): what the broker executes.
+#[derive(Debug)]
+pub struct SealedWorker {
+    pub(crate) image: WorkerImage,
+    pub(crate) sha256: Sha256Hex,
+}
+
+impl SealedWorker {
+    /// Copies the file at `path` into a sealed memory file and hashes it.
+    pub fn load(path: &Path) -> Result<Self, ImageError> {
+        let image = WorkerImage::load(path)?;
+        let sha256 = stream_core::canon::sha256(&image.contents()?);
+        Ok(Self { image, sha256 })
+    }
+
+    /// The SHA-256 of the sealed bytes.
+    pub fn sha256(&self) -> &Sha256Hex {
+        &self.sha256
+    }
+
+    /// Spawns the sealed worker, reads its hello, ends it, and returns what
+    /// its sandbox achieved, not yet judged (see `stream_sandbox::verify`).
+    /// Blocking.
+    pub fn self_test(&self, allow_unenforced: bool) -> Result<Enforcement, SelfTestError> {
+        let args: Vec<&std::ffi::OsStr> = if allow_unenforced {
+            vec![ALLOW_UNENFORCED_FLAG.as_ref()]
+        } else {
+            vec![]
+        };
+        let limits = SpawnLimits {
+            wall_clock: HELLO_WAIT,
+            output_cap: 2 * MAX_FRAME_BYTES as u64,
+            line_cap: MAX_FRAME_BYTES,
+            stderr: StderrMode::Null,
+        };
+        let mut child = stream_sandbox::spawn_image(&self.image, &args, &limits)?;
+        let hello = match child.read_line(HELLO_WAIT) {
+            Ok(Some(line)) => match parse_frame::<WorkerFrame>(&line) {
+                Ok(WorkerFrame::Hello(hello)) => Some(hello),
+                Ok(
+                    WorkerFrame::BrokerRequest(_) | WorkerFrame::Result(_) | WorkerFrame::Error(_),
+                )
+                | Err(_) => None,
+            },
+            Ok(None) | Err(_) => None,
+        };
+        // The self-test ends here whatever the hello said.
+        child.kill();
+        let _ = child.wait(Duration::from_secs(5));
+        let hello = hello.ok_or(SelfTestError::Hello)?;
+        serde_json::from_value(hello.sandbox).map_err(|_| SelfTestError::Hello)
+    }
+}
+
+/// verify-bundle: seals the worker at `path`, self-tests it and judges its
+/// sandbox report; returns the bundle id of the bytes tested. Blocking.
+pub fn verify_worker(path: &Path, allow_unenforced: bool) -> Result<Sha256Hex, SelfTestError> {
+    let worker = SealedWorker::load(path)?;
+    let enforcement = worker.self_test(allow_unenforced)?;
+    stream_sandbox::verify(&enforcement, allow_unenforced)?;
+    Ok(worker.sha256)
+}

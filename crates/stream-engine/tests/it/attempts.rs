@@ -1,0 +1,490 @@
+//! Routing, retries, backoff and `follow` of the consumer, in process: the engine
+//! with a scripted [`Attempter`] (the seam the broker implements) over a
+//! `FaultyStore`. What each attempt returns is scripted; how the engine
+//! routes, judges, retries, waits and records is the code under test.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use stream_broker::{AttemptError, AttemptReport, Stage};
+use stream_context::packet::Packet;
+use stream_core::payload::{
+    BotCommand, CommandRef, DeliveryReceipt, MessageObservation, MessageReceived, PrivateChat,
+    ProviderApi, RunFailed, RunFailureReason,
+};
+use stream_core::text::BoundedText;
+use stream_core::{EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent};
+use stream_declarations::install::{InstallError, install_files};
+use stream_engine::active::ActiveDeclaration;
+use stream_engine::attempter::{AttemptFuture, Attempter};
+use stream_engine::cooperation::CooperationError;
+use stream_engine::{Engine, EngineError, EngineSettings, IngressSettings, ProviderSettings};
+use stream_store::faulty::FaultyStore;
+use stream_store::{EventQuery, Read, SqliteStore, Store};
+
+const OWNER: i64 = 7_000_003;
+const BOT: i64 = 4243;
+
+/// Returns its script in order, one entry per attempt, and notes when each
+/// attempt came.
+struct Scripted {
+    script: Mutex<VecDeque<Result<AttemptReport, AttemptError>>>,
+    calls: Mutex<Vec<Instant>>,
+    bundle: Sha256Hex,
+}
+
+impl Scripted {
+    fn new(script: Vec<AttemptError>) -> Arc<Self> {
+        Arc::new(Self {
+            script: Mutex::new(script.into_iter().map(Err).collect()),
+            calls: Mutex::new(Vec::new()),
+            bundle: stream_core::canon::sha256(b"scripted worker"),
+        })
+    }
+
+    fn calls(&self) -> Vec<Instant> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Attempter for Scripted {
+    fn worker_sha256(&self) -> &Sha256Hex {
+        &self.bundle
+    }
+
+    fn run_attempt<'a>(&'a self, _packet: &'a Packet) -> AttemptFuture<'a> {
+        self.calls.lock().unwrap().push(Instant::now());
+        let next = self.script.lock().unwrap().pop_front();
+        Box::pin(async move { next.unwrap_or(Err(AttemptError::ProviderUnreachable)) })
+    }
+}
+
+fn settings(dir: &Path, max_attempts: u32, backoff: Duration) -> EngineSettings {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../declarations");
+    let context = dir.join("context");
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::write(context.join("memory.md"), "---\nid: it\n---\n# Memory\n").unwrap();
+    EngineSettings {
+        context_root: context,
+        max_memory_bytes: 262_144,
+        telegram_api_base_url: "http://127.0.0.1:9".into(),
+        bot_token_env: "UNUSED_BOT_TOKEN".into(),
+        owner_user_id: OWNER,
+        ingress: IngressSettings::Polling,
+        provider: ProviderSettings {
+            api: ProviderApi::OpenaiChat,
+            base_url: "http://127.0.0.1:9".into(),
+            model: "it-model".into(),
+            api_key_env: String::new(),
+            compat: Default::default(),
+        },
+        declaration: repo.join("telegram-conversation.v18.yaml"),
+        replies_declaration: repo.join("telegram-replies.v2.yaml"),
+        worker: dir.join("never-read"),
+        allow_unenforced_sandbox: false,
+        max_attempts,
+        retry_backoff: backoff,
+        provider_timeout: Duration::from_secs(5),
+    }
+}
+
+fn owner_message(store: &dyn Store, update: i64, text: &str, command: Option<BotCommand>) {
+    let msg = MessageReceived {
+        update_id: update,
+        message_id: update,
+        chat_id: OWNER,
+        chat_type: PrivateChat,
+        sender_id: OWNER,
+        date: 1_790_000_000,
+        text: Some(BoundedText::new(text).unwrap()),
+        photo: None,
+        reply_to_message_id: None,
+        command: command.map(|name| CommandRef {
+            name,
+            args: BoundedText::new("").unwrap(),
+        }),
+    };
+    let event = NewEvent::build(&SourceName::telegram(BOT), None, None, &msg).unwrap();
+    store.append(&event).unwrap();
+}
+
+/// Every `run.failed` the engine recorded, in order.
+fn failures(store: &dyn Read) -> Vec<RunFailed> {
+    let source = SourceName::agent("telegram-conversation").unwrap();
+    store
+        .events(&EventQuery::source_after(&source, 0).limit(100))
+        .unwrap()
+        .iter()
+        .filter(|e| e.is::<RunFailed>())
+        .map(|e: &StoredEvent| e.decode().unwrap())
+        .collect()
+}
+
+fn after(status: u16, failure: AttemptError) -> AttemptError {
+    AttemptError::AfterResponse {
+        status,
+        failure: Box::new(failure),
+    }
+}
+
+fn status(code: u16) -> AttemptError {
+    after(
+        code,
+        AttemptError::WorkerExited {
+            stage: Stage::Result,
+        },
+    )
+}
+
+/// One row: what the attempts return; how many attempts the engine makes,
+/// the reasons it records (the last one final), whether it gives up.
+struct Row {
+    name: &'static str,
+    script: Vec<AttemptError>,
+    attempts: usize,
+    reasons: Vec<RunFailureReason>,
+}
+
+#[tokio::test]
+async fn retries_and_verdicts_of_a_model_run_table() {
+    use RunFailureReason as R;
+    let rows = vec![
+        Row {
+            name: "transient statuses are retried up to max_attempts",
+            script: vec![status(503), status(429), status(502)],
+            attempts: 3,
+            reasons: vec![R::ProviderTransient; 3],
+        },
+        Row {
+            name: "a rejection after a transient failure is final at once",
+            script: vec![status(503), status(400)],
+            attempts: 2,
+            reasons: vec![R::ProviderTransient, R::ProviderRejected],
+        },
+        Row {
+            name: "a worker failure after a 200 is final: one provider request",
+            script: vec![after(
+                200,
+                AttemptError::WorkerExited {
+                    stage: Stage::Result,
+                },
+            )],
+            attempts: 1,
+            reasons: vec![R::WorkerFailed],
+        },
+        Row {
+            name: "a provider timeout is retried",
+            script: vec![AttemptError::ProviderTimeout, status(400)],
+            attempts: 2,
+            reasons: vec![R::ProviderTransient, R::ProviderRejected],
+        },
+        Row {
+            name: "a request mismatch is final",
+            script: vec![AttemptError::RequestMismatch],
+            attempts: 1,
+            reasons: vec![R::RequestMismatch],
+        },
+    ];
+    for row in rows {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(FaultyStore::new(
+            SqliteStore::open(&dir.path().join("s.db")).unwrap(),
+        ));
+        let scripted = Scripted::new(row.script);
+        let engine = Engine::with_attempter(
+            Arc::clone(&store),
+            settings(dir.path(), 3, Duration::from_millis(1)),
+            SourceName::telegram(BOT),
+            scripted.clone(),
+        )
+        .unwrap();
+        owner_message(store.as_ref(), 1, "hello", None);
+        let report = engine.process_available().await.unwrap();
+        assert_eq!(
+            (report.triggers, report.completed, report.failed),
+            (1, 0, 1),
+            "{}",
+            row.name
+        );
+        assert_eq!(scripted.calls().len(), row.attempts, "{}", row.name);
+        let failed = failures(store.as_ref());
+        let reasons: Vec<_> = failed.iter().map(|f| f.reason).collect();
+        assert_eq!(reasons, row.reasons, "{}", row.name);
+        let finals: Vec<_> = failed.iter().map(|f| f.is_final).collect();
+        let mut expected = vec![false; row.attempts];
+        *expected.last_mut().unwrap() = true;
+        assert_eq!(finals, expected, "{}", row.name);
+    }
+}
+
+/// Deterministic commands never reach the attempter.
+#[tokio::test]
+async fn fixed_replies_make_no_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
+    let scripted = Scripted::new(Vec::new());
+    let engine = Engine::with_attempter(
+        Arc::clone(&store),
+        settings(dir.path(), 3, Duration::from_millis(1)),
+        SourceName::telegram(BOT),
+        scripted.clone(),
+    )
+    .unwrap();
+    owner_message(store.as_ref(), 1, "/help", Some(BotCommand::Help));
+    owner_message(store.as_ref(), 2, "/focus", Some(BotCommand::Focus));
+    owner_message(store.as_ref(), 3, "/correct", Some(BotCommand::Correct));
+    let report = engine.process_available().await.unwrap();
+    assert_eq!((report.triggers, report.completed), (3, 3));
+    assert!(scripted.calls().is_empty());
+}
+
+/// The backoff before attempt n+1 is at least `retry_backoff · 2^(n-1)`
+/// (a lower bound only: the machine may be slower, never faster).
+#[tokio::test]
+async fn the_backoff_doubles_between_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
+    let scripted = Scripted::new(vec![status(503), status(503), status(503)]);
+    let backoff = Duration::from_millis(40);
+    let engine = Engine::with_attempter(
+        Arc::clone(&store),
+        settings(dir.path(), 3, backoff),
+        SourceName::telegram(BOT),
+        scripted.clone(),
+    )
+    .unwrap();
+    owner_message(store.as_ref(), 1, "hello", None);
+    engine.process_available().await.unwrap();
+    let calls = scripted.calls();
+    assert_eq!(calls.len(), 3);
+    assert!(calls[1] - calls[0] >= backoff);
+    assert!(calls[2] - calls[1] >= backoff * 2);
+}
+
+/// A store fault at any write of a retrying pass stops it with an error
+/// or is survived; either way the next pass converges: attempt numbers go
+/// on from what was recorded, none twice, and the run ends given up once.
+#[tokio::test]
+async fn a_store_fault_at_any_write_of_a_retrying_run_then_a_rerun_converges() {
+    let mut faulted = 0;
+    for n in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let faulty = Arc::new(FaultyStore::new(
+            SqliteStore::open(&dir.path().join("s.db")).unwrap(),
+        ));
+        let store: Arc<dyn Store> = faulty.clone();
+        let scripted = Scripted::new(vec![status(503), status(503), status(503)]);
+        let engine = Engine::with_attempter(
+            Arc::clone(&store),
+            settings(dir.path(), 3, Duration::from_millis(1)),
+            SourceName::telegram(BOT),
+            scripted.clone(),
+        )
+        .unwrap();
+        owner_message(store.as_ref(), 1, "hello", None);
+        faulty.fail_at(n);
+        if engine.process_available().await.is_err() {
+            faulted += 1;
+        }
+        faulty.heal();
+        engine.process_available().await.unwrap();
+        let failed = failures(store.as_ref());
+        let attempts: Vec<u32> = failed.iter().map(|f| f.attempt).collect();
+        assert_eq!(attempts, vec![1, 2, 3], "fault at write {n}");
+        let finals = failed.iter().filter(|f| f.is_final).count();
+        assert_eq!(finals, 1, "fault at write {n}");
+    }
+    assert!(faulted > 0, "some write of the pass was faulted");
+}
+
+/// What following an active row gives: the engine it rebuilds, or its
+/// refusal.
+enum Followed {
+    /// An engine for this consumer, attempts through the same attempter.
+    Consumer(&'static str),
+    /// Refused: the declaration's files were never installed.
+    NotInstalled,
+    /// Refused: installed for another Telegram source.
+    OtherSource,
+    /// Refused: the files do not rebuild to the active row's fingerprint.
+    Mismatch,
+}
+
+#[tokio::test]
+async fn follow_table() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../declarations");
+    let load = |name: &str| stream_declarations::LoadedDeclaration::load(&repo.join(name)).unwrap();
+    let (v17, v18) = (
+        load("telegram-conversation.v17.yaml"),
+        load("telegram-conversation.v18.yaml"),
+    );
+    let yaml18 = std::fs::read_to_string(repo.join("telegram-conversation.v18.yaml")).unwrap();
+    type Setup = fn(
+        &dyn Store,
+        &stream_declarations::LoadedDeclaration,
+        &str,
+        &stream_declarations::LoadedDeclaration,
+    ) -> ActiveDeclaration;
+    let rows: Vec<(&str, Setup, Followed)> = vec![
+        (
+            "an installed version is followed",
+            |store, v18, yaml, _| {
+                install(store, v18, yaml, BOT);
+                ActiveDeclaration::of(v18)
+            },
+            Followed::Consumer("telegram-conversation@18"),
+        ),
+        (
+            "a version never installed is refused",
+            |_, v18, _, _| ActiveDeclaration::of(v18),
+            Followed::NotInstalled,
+        ),
+        (
+            "a version installed for another bot is refused",
+            |store, v18, yaml, _| {
+                install(store, v18, yaml, BOT + 1);
+                ActiveDeclaration::of(v18)
+            },
+            Followed::OtherSource,
+        ),
+        (
+            "an active row naming another fingerprint is refused",
+            |store, v18, yaml, v17| {
+                install(store, v18, yaml, BOT);
+                let mut active = ActiveDeclaration::of(v18);
+                active.fingerprint = v17.fingerprint.clone();
+                active
+            },
+            Followed::Mismatch,
+        ),
+    ];
+    for (name, setup, expected) in rows {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(FaultyStore::new(
+            SqliteStore::open(&dir.path().join("s.db")).unwrap(),
+        ));
+        let mut settings = settings(dir.path(), 1, Duration::from_millis(1));
+        settings.declaration = repo.join("telegram-conversation.v17.yaml");
+        let scripted = Scripted::new(vec![status(400)]);
+        let engine = Engine::with_attempter(
+            Arc::clone(&store),
+            settings,
+            SourceName::telegram(BOT),
+            scripted.clone(),
+        )
+        .unwrap();
+        assert_eq!(engine.consumer(), "telegram-conversation@17", "{name}");
+        let active = setup(store.as_ref(), &v18, &yaml18, &v17);
+        let followed = engine.follow(&active);
+        match (expected, followed) {
+            (Followed::Consumer(consumer), Ok(next)) => {
+                assert_eq!(next.consumer(), consumer, "{name}");
+                assert_eq!(next.worker_bundle(), engine.worker_bundle(), "{name}");
+                owner_message(store.as_ref(), 1, "hello", None);
+                next.process_available().await.unwrap();
+                assert_eq!(scripted.calls().len(), 1, "{name}: the same attempter");
+            }
+            (
+                Followed::NotInstalled,
+                Err(EngineError::Cooperation(CooperationError::Install(
+                    InstallError::NotInstalled { .. },
+                ))),
+            )
+            | (Followed::OtherSource, Err(EngineError::Unservable { .. }))
+            | (
+                Followed::Mismatch,
+                Err(EngineError::Cooperation(CooperationError::Install(
+                    InstallError::FingerprintMismatch { .. },
+                ))),
+            ) => {}
+            (_, got) => panic!("{name}: got {:?}", got.map(|e| e.consumer())),
+        }
+    }
+}
+
+/// Installs `decl` (registry row and files) for the bot `bot`, as
+/// activation's install step does.
+fn install(store: &dyn Store, decl: &stream_declarations::LoadedDeclaration, yaml: &str, bot: i64) {
+    decl.install(store).unwrap();
+    let mut tx = store.begin().unwrap();
+    install_files(&mut *tx, decl, yaml, &SourceName::telegram(bot)).unwrap();
+    tx.commit().unwrap();
+}
+
+/// Before issue 11 an undecodable receipt was skipped, so `/correct` could
+/// rewrite an older reply than the one meant; now it records nothing and
+/// answers with the fixed failed-run reply.
+#[tokio::test]
+async fn an_unreadable_receipt_refuses_correct_with_the_fixed_failure_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
+    let settings = settings(dir.path(), 1, Duration::from_millis(1));
+    let replies = stream_declarations::LoadedDeclaration::load(&settings.replies_declaration)
+        .unwrap()
+        .declaration
+        .replies
+        .unwrap();
+    let scripted = Scripted::new(Vec::new());
+    let engine = Engine::with_attempter(
+        Arc::clone(&store),
+        settings,
+        SourceName::telegram(BOT),
+        scripted.clone(),
+    )
+    .unwrap();
+    let some = |c: &str| c.repeat(64);
+    let receipt = DeliveryReceipt {
+        output_event_id: EventId::parse(&some("9")).unwrap(),
+        run_id: RunId::parse(&some("8")).unwrap(),
+        chat_id: OWNER,
+        message_id: 77,
+        date: 1_790_000_100,
+        root_sender_id: OWNER,
+        source_root_event_id: EventId::parse(&some("7")).unwrap(),
+        continuation_message_ids: Vec::new(),
+    };
+    let mut garbled = NewEvent::build(&SourceName::telegram(BOT), None, None, &receipt).unwrap();
+    garbled.payload = br#"{"garbled":true}"#.to_vec();
+    garbled.payload_sha256 = stream_core::canon::sha256(&garbled.payload);
+    store.append(&garbled).unwrap();
+    let msg = MessageReceived {
+        update_id: 2,
+        message_id: 2,
+        chat_id: OWNER,
+        chat_type: PrivateChat,
+        sender_id: OWNER,
+        date: 1_790_000_200,
+        text: Some(BoundedText::new("/correct better").unwrap()),
+        photo: None,
+        reply_to_message_id: None,
+        command: Some(CommandRef {
+            name: BotCommand::Correct,
+            args: BoundedText::new("better").unwrap(),
+        }),
+    };
+    store
+        .append(&NewEvent::build(&SourceName::telegram(BOT), None, None, &msg).unwrap())
+        .unwrap();
+    let report = engine.process_available().await.unwrap();
+    assert_eq!((report.triggers, report.completed), (1, 1));
+    let judgments = SourceName::fixed(SourceName::JUDGMENTS);
+    assert_eq!(store.source_head(&judgments).unwrap(), 0, "no judgment");
+    let source = SourceName::agent("telegram-replies").unwrap();
+    let texts: Vec<String> = store
+        .events(&EventQuery::source_after(&source, 0).limit(10))
+        .unwrap()
+        .iter()
+        .filter(|e| e.is::<MessageObservation>())
+        .map(|e| {
+            e.decode::<MessageObservation>()
+                .unwrap()
+                .text
+                .as_str()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts, [replies.run_failed.as_str().to_owned()]);
+    assert!(scripted.calls().is_empty());
+}
