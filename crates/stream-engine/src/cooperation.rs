@@ -201,6 +201,13 @@ pub fn liveness(evidence: &ProcessEvidence) -> Result<Liveness, CooperationError
 /// that cannot be judged counts as holding (fail closed). `pair` refuses
 /// while one does.
 pub fn serving_pid(reader: &dyn Read) -> Result<Option<u32>, CooperationError> {
+    Ok(serving_status(reader)?.map(|status| status.process.pid))
+}
+
+/// The status row of the `serve` running the active declaration's consumer,
+/// when that process is alive (or its liveness cannot be told): what it
+/// reads and which worker bundle it executes.
+pub fn serving_status(reader: &dyn Read) -> Result<Option<ConsumerStatus>, CooperationError> {
     let active = crate::active::active(reader).map_err(|e| match e {
         crate::active::ActiveError::Store(s) => CooperationError::Store(s),
         crate::active::ActiveError::Registry(_)
@@ -217,7 +224,7 @@ pub fn serving_pid(reader: &dyn Read) -> Result<Option<u32>, CooperationError> {
     };
     Ok(match (status.state, liveness(&status.process)) {
         (ConsumerState::Stopped, _) | (ConsumerState::Running, Ok(Liveness::Gone)) => None,
-        (ConsumerState::Running, Ok(Liveness::Live) | Err(_)) => Some(status.process.pid),
+        (ConsumerState::Running, Ok(Liveness::Live) | Err(_)) => Some(status),
     })
 }
 

@@ -208,7 +208,19 @@ fn sandbox(config: &Config) -> Vec<Check> {
             )];
         }
     };
+    // A file replaced under a running serve changes nothing until restart:
+    // say so, rather than vouch for a worker that is not the one running.
+    let running = running_bundle(config).filter(|running| running != bundle);
     let verdict = match stream_sandbox::verify(&enforcement, config.sandbox.allow_unenforced) {
+        Ok(()) if running.is_some() => fail(
+            "worker",
+            format!(
+                "{} sha256 {bundle}: the running serve executes {}, loaded before this file changed",
+                worker.display(),
+                running.map(|b| b.to_string()).unwrap_or_default(),
+            ),
+            "restart serve to run the new worker (it executes the copy it loaded at start)",
+        ),
         Ok(()) => ok(
             "worker",
             format!(
@@ -228,6 +240,19 @@ fn sandbox(config: &Config) -> Vec<Check> {
         user_namespaces(&enforcement),
         verdict,
     ]
+}
+
+/// The worker bundle a live `serve` of this store executes (its sealed copy
+/// from start), if one runs. Doctor never creates the store to ask.
+fn running_bundle(config: &Config) -> Option<stream_core::Sha256Hex> {
+    if !config.store_path().is_file() {
+        return None;
+    }
+    let store = super::open_store(config).ok()?;
+    stream_engine::cooperation::serving_status(&store)
+        .ok()
+        .flatten()
+        .map(|status| status.worker_bundle_sha256)
 }
 
 /// What a Landlock ruleset of `abi` covers: each ABI adds one item.

@@ -135,6 +135,28 @@ fn a_worker_file_replaced_between_two_turns_changes_nothing_until_restart() {
     s.script(Reply::completion(ScriptedCompletion::text("Second.")));
     s.say("Two?");
     wait_for_replies(2);
+
+    // A working worker of another hash on disk: doctor says the running
+    // serve executes the one it loaded, and names the restart.
+    let mut changed = std::fs::read(&real).unwrap();
+    changed.push(0);
+    std::fs::write(&worker, &changed).unwrap();
+    let doctor = s.run(&["doctor", "--json"]).unwrap();
+    let checks: serde_json::Value = serde_json::from_str(&doctor.stdout).unwrap();
+    let check = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "worker")
+        .unwrap()
+        .clone();
+    assert_eq!(check["ok"], false, "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("the running serve executes {hashed}")),
+        "{detail}"
+    );
+    assert_eq!(doctor.code, 1);
     let _ = serve.kill();
     let _ = serve.wait();
 
