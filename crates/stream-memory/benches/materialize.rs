@@ -22,9 +22,12 @@ use std::time::{Duration, Instant};
 use stream_core::SourceName;
 use stream_core::payload::{Disposition, EvidenceIds, MemoryOperation};
 use stream_core::text::{BoundedText, Label};
-use stream_memory::materialize::{MaterializeConfig, MaterializeOutcome, materialize};
-use stream_proposals::decision::{DecisionRequest, record_decision};
-use stream_proposals::project::{CorrectionProjection, project_correction};
+use stream_memory::materialize::{
+    MaterializeConfig, MaterializeOutcome, materialize, materialize_verified,
+};
+use stream_proposals::chain::verify_chain;
+use stream_proposals::decision::{DecisionRequest, record_decision, record_verified_decision};
+use stream_proposals::project::{CorrectionProjection, verify_decision};
 use stream_proposals::settle::ValidatedProposal;
 use stream_proposals::testing::World;
 
@@ -116,9 +119,41 @@ fn main() {
             settlement.proposals()[0].id.clone()
         },
         |proposal| {
-            let decided = record_decision(&store, &request(&proposal)).unwrap();
-            let projected = project_correction(&store, decided.id()).unwrap();
-            assert!(matches!(projected, CorrectionProjection::Judgment(_)));
+            let record = record_verified_decision(&store, &request(&proposal)).unwrap();
+            assert!(matches!(
+                record.correction,
+                Some(Ok(CorrectionProjection::Judgment(_)))
+            ));
+        },
+    );
+
+    // The authority chain alone, on a delivered correction proposal and on
+    // a recorded decision (what every command replays).
+    let proposal = {
+        let trigger = w.base.message("One more question.");
+        let (settlement, _) = w.base.settle_run(&trigger, Some("An answer."), |s| {
+            let latest = s.latest_correction_target().unwrap().clone();
+            vec![ValidatedProposal::Correction {
+                evidence: EvidenceIds::new(vec![latest.output_event_id.clone()]).unwrap(),
+                target: latest,
+                replacement: BoundedText::new("A better answer.").unwrap(),
+                reason: BoundedText::new("wrong").unwrap(),
+            }]
+        });
+        w.base.deliver(settlement.output(), &trigger);
+        settlement.proposals()[0].id.clone()
+    };
+    let chain_only = measure(
+        |_| (),
+        |()| {
+            verify_chain(&store, &proposal).unwrap();
+        },
+    );
+    let decided = record_decision(&w.store, &request(&proposal)).unwrap();
+    let decision_only = measure(
+        |_| (),
+        |()| {
+            verify_decision(&store, decided.id()).unwrap();
         },
     );
 
@@ -158,8 +193,8 @@ fn main() {
     let decision_and_materialize = measure(
         |i| propose(i, false),
         |proposal| {
-            let decided = record_decision(&store, &request(&proposal)).unwrap();
-            let outcome = materialize(&store, &config, decided.id()).unwrap();
+            let record = record_verified_decision(&store, &request(&proposal)).unwrap();
+            let outcome = materialize_verified(&store, &config, &record.verified).unwrap();
             assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
         },
     );
@@ -176,6 +211,8 @@ fn main() {
         path.display()
     );
     report("raw fsync'd INSERT transaction", raw_median);
+    report("authority chain verification alone", chain_only);
+    report("decision verification alone (+ chain)", decision_only);
     report("correction decision + projection", correction);
     report("materialize append on 64 KiB memory.md", materialize_only);
     report(

@@ -107,22 +107,33 @@ pub fn materialize(
     config: &MaterializeConfig,
     decision_id: &EventId,
 ) -> Result<MaterializeOutcome, MaterializeError> {
-    let verified = verify_decision(store, decision_id)?;
-    let ProposalBody::Memory(proposal) = &verified.proposal.body else {
+    materialize_verified(store, config, &verify_decision(store, decision_id)?)
+}
+
+/// [`materialize`] of a decision verified earlier in this command (step 1
+/// done once, by the validator that alone makes a [`VerifiedDecision`]):
+/// the chain is not replayed again.
+pub fn materialize_verified(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    verified: &VerifiedDecision,
+) -> Result<MaterializeOutcome, MaterializeError> {
+    let decision_id = verified.id();
+    let ProposalBody::Memory(proposal) = verified.proposal().body() else {
         return Err(MaterializeError::NotAMemoryDecision {
             decision: decision_id.clone(),
         });
     };
     let trusted = Trusted {
-        proposal: verified.proposal.event.id().clone(),
+        proposal: verified.proposal().event().id().clone(),
         decision: decision_id.clone(),
-        root: verified.proposal.event.event.root.clone(),
+        root: verified.proposal().event().event.root.clone(),
         outcome: memory_outcome_id(decision_id)?,
     };
     if let Some(done) = existing_outcome(store, &trusted)? {
         return Ok(done);
     }
-    let Some(text) = accepted_text(&verified, proposal)? else {
+    let Some(text) = accepted_text(verified, proposal)? else {
         tracing::info!(decision = %decision_id, "rejected: nothing to materialize");
         return Ok(MaterializeOutcome::Rejected);
     };
@@ -194,12 +205,12 @@ fn accepted_text<'a>(
 ) -> Result<Option<&'a str>, MaterializeError> {
     let invalid = || {
         MaterializeError::Decision(ProjectError::DecisionInvalid {
-            decision: verified.event.id().clone(),
+            decision: verified.id().clone(),
         })
     };
     match (
-        verified.decision.disposition,
-        verified.decision.replacement.as_deref(),
+        verified.decision().disposition,
+        verified.decision().replacement.as_deref(),
     ) {
         (Disposition::Reject, None) => Ok(None),
         (Disposition::Accept, None) => Ok(Some(proposal.proposed_text.as_str())),

@@ -43,8 +43,8 @@ fn settled_proposals_verify() {
         (&w.focus, ProposalKind::FocusDeclaration),
     ] {
         let verified = verify_chain(&w.store, id).unwrap();
-        assert_eq!(verified.body.kind(), kind);
-        assert_eq!(verified.snapshot, w.snapshot);
+        assert_eq!(verified.body().kind(), kind);
+        assert_eq!(verified.snapshot(), &w.snapshot);
     }
 }
 
