@@ -438,3 +438,34 @@ fn a_memory_decision_hands_on_its_verified_decision_without_a_projection() {
     assert_eq!(record.verified.id(), record.decided.id());
     assert_eq!(record.verified.proposal().event().id(), &w.memory);
 }
+
+/// `proposal-decision --proposal <full id>` reads that one event instead of
+/// every proposal; what it resolves to is unchanged.
+#[test]
+fn a_full_proposal_id_resolves_to_itself_and_nothing_else_does() {
+    use stream_proposals::review::{Resolved, resolve_prefix};
+    let w = World::new();
+    for id in [&w.memory, &w.correction, &w.focus] {
+        assert_eq!(
+            resolve_prefix(&w.store, id.as_str()).unwrap(),
+            Resolved::One(id.clone())
+        );
+        assert_eq!(
+            resolve_prefix(&w.store, &id.as_str().to_ascii_uppercase()).unwrap(),
+            Resolved::One(id.clone())
+        );
+        assert_eq!(
+            resolve_prefix(&w.store, &id.as_str()[..12]).unwrap(),
+            Resolved::One(id.clone())
+        );
+    }
+    // A full id of an event that is not a proposal, and of no event.
+    assert_eq!(
+        resolve_prefix(&w.store, w.trigger.id().as_str()).unwrap(),
+        Resolved::None
+    );
+    assert_eq!(
+        resolve_prefix(&w.store, &"9".repeat(64)).unwrap(),
+        Resolved::None
+    );
+}
