@@ -11,6 +11,9 @@
 //! `cargo bench -p stream-cli --bench decision` prints the medians and
 //! their ratios to `--version` (samples alternate, so machine load hits all
 //! alike). Every proposal is made untimed, under a real stored snapshot.
+//! With `THESTREAM_BASELINE=<path to another thestream build>`, each round
+//! also decides one more proposal of each kind with that build, for a
+//! before/after in the same run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -27,8 +30,12 @@ use stream_proposals::testing::World;
 const SAMPLES: usize = 15;
 
 fn thestream(home: &Path, args: &[&str]) -> Duration {
+    run(Path::new(env!("CARGO_BIN_EXE_thestream")), home, args)
+}
+
+fn run(bin: &Path, home: &Path, args: &[&str]) -> Duration {
     let start = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_thestream"))
+    let output = Command::new(bin)
         .args(args)
         .current_dir(home)
         .env_clear()
@@ -85,8 +92,9 @@ fn memory(w: &mut World, home: &Path, i: usize) -> EventId {
     settlement.proposals()[0].id.clone()
 }
 
-fn decide(home: &Path, proposal: &EventId) -> Duration {
-    thestream(
+fn decide(bin: &Path, home: &Path, proposal: &EventId) -> Duration {
+    run(
+        bin,
         home,
         &[
             "proposal-decision",
@@ -113,30 +121,60 @@ fn main() {
     let mut w = World::at(&home.join(".thestream/store.db"));
     thestream(home, &["scan"]);
 
-    let (mut version, mut corrections, mut memories) = (Vec::new(), Vec::new(), Vec::new());
+    let this = Path::new(env!("CARGO_BIN_EXE_thestream"));
+    let baseline = std::env::var_os("THESTREAM_BASELINE").map(std::path::PathBuf::from);
+    let mut samples: [Vec<Duration>; 5] = Default::default();
     for i in 0..=SAMPLES {
         let fix = correction(&mut w);
-        let remember = memory(&mut w, home, i);
+        let remember = memory(&mut w, home, 2 * i);
         let v = thestream(home, &["--version"]);
-        let c = decide(home, &fix);
-        let m = decide(home, &remember);
+        let c = decide(this, home, &fix);
+        let m = decide(this, home, &remember);
+        let before = baseline.as_deref().map(|bin| {
+            let fix = correction(&mut w);
+            let remember = memory(&mut w, home, 2 * i + 1);
+            (decide(bin, home, &fix), decide(bin, home, &remember))
+        });
         if i > 0 {
             // The first round warms the page cache.
-            version.push(v);
-            corrections.push(c);
-            memories.push(m);
+            samples[0].push(v);
+            samples[1].push(c);
+            samples[2].push(m);
+            if let Some((c, m)) = before {
+                samples[3].push(c);
+                samples[4].push(m);
+            }
         }
     }
-    let (version, corrections, memories) = (median(version), median(corrections), median(memories));
-    let ratio = |d: Duration| d.as_secs_f64() / version.as_secs_f64();
+    let [
+        version,
+        corrections,
+        memories,
+        corrections_before,
+        memories_before,
+    ] = samples.map(|s| {
+        if s.is_empty() {
+            Duration::ZERO
+        } else {
+            median(s)
+        }
+    });
+    let line = |name: &str, d: Duration| {
+        println!(
+            "  {name:<44} {:>8.2} ms  ratio {:.2}",
+            d.as_secs_f64() * 1e3,
+            d.as_secs_f64() / version.as_secs_f64()
+        );
+    };
     println!("proposal-decision wall time, medians of {SAMPLES}, one process each:");
-    println!("  thestream --version                      {version:>10.2?}  ratio 1.00");
-    println!(
-        "  accept a self-correction                 {corrections:>10.2?}  ratio {:.2}",
-        ratio(corrections)
-    );
-    println!(
-        "  accept a memory append (64 KiB memory.md) {memories:>9.2?}  ratio {:.2}",
-        ratio(memories)
-    );
+    line("thestream --version", version);
+    line("accept a self-correction", corrections);
+    line("accept a memory append (64 KiB memory.md)", memories);
+    if baseline.is_some() {
+        line(
+            "  baseline build: accept a self-correction",
+            corrections_before,
+        );
+        line("  baseline build: accept a memory append", memories_before);
+    }
 }
