@@ -17,7 +17,8 @@
 //!   with its decision (verified once, `materialize_verified`; and twice,
 //!   as before, `record_decision` + `materialize`);
 //!
-//! each also as a ratio to the raw transaction. Every round gets a fresh
+//! each also as a ratio to the raw transaction; before and after alternate
+//! round by round. Every round gets a fresh
 //! proposal, made untimed under a real stored snapshot.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -59,6 +60,32 @@ fn measure<T>(mut setup: impl FnMut(usize) -> T, mut op: impl FnMut(T)) -> Durat
             })
             .collect(),
     )
+}
+
+/// Two ways of doing the same thing, alternating round by round so that
+/// machine load hits both alike: `setup` (untimed) prepares one round.
+fn measure_pair<T>(
+    mut setup: impl FnMut(usize) -> T,
+    mut a: impl FnMut(T),
+    mut b: impl FnMut(T),
+) -> (Duration, Duration) {
+    let (mut sa, mut sb) = (Vec::new(), Vec::new());
+    for i in 0..ROUNDS + 2 {
+        let t = setup(2 * i);
+        let start = Instant::now();
+        a(t);
+        let da = start.elapsed();
+        let t = setup(2 * i + 1);
+        let start = Instant::now();
+        b(t);
+        let db = start.elapsed();
+        if i >= 2 {
+            // Two warm-up rounds.
+            sa.push(da);
+            sb.push(db);
+        }
+    }
+    (median(sa), median(sb))
 }
 
 fn request(proposal: &EventId) -> DecisionRequest {
@@ -124,7 +151,7 @@ fn main() {
     );
 
     // Correction: each round a new delivered reply corrects the latest one.
-    let correction = measure(
+    let (correction, correction_two_pass) = measure_pair(
         |_| correction_proposal(&mut w),
         |proposal| {
             let record = record_verified_decision(&store, &request(&proposal)).unwrap();
@@ -133,13 +160,9 @@ fn main() {
                 Some(Ok(CorrectionProjection::Judgment(_)))
             ));
         },
-    );
-
-    // The same decision the way it was made before the chain was verified
-    // once per command: the decision (one replay, one commit), then its
-    // projection (another replay, another commit).
-    let correction_two_pass = measure(
-        |_| correction_proposal(&mut w),
+        // The way it was made before the chain was verified once per
+        // command: the decision (one replay, one commit), then its
+        // projection (another replay, another commit).
         |proposal| {
             let decided = record_decision(&store, &request(&proposal)).unwrap();
             let projected = project_correction(&store, decided.id()).unwrap();
@@ -197,17 +220,13 @@ fn main() {
             assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
         },
     );
-    let decision_and_materialize = measure(
+    let (decision_and_materialize, memory_two_pass) = measure_pair(
         |i| propose(i, false),
         |proposal| {
             let record = record_verified_decision(&store, &request(&proposal)).unwrap();
             let outcome = materialize_verified(&store, &config, &record.verified).unwrap();
             assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
         },
-    );
-
-    let memory_two_pass = measure(
-        |i| propose(i, false),
         |proposal| {
             let decided = record_decision(&store, &request(&proposal)).unwrap();
             let outcome = materialize(&store, &config, decided.id()).unwrap();
