@@ -7,7 +7,10 @@
 //!    authorship and lineage and the proposal's whole authority chain. A
 //!    forged or malformed decision or proposal is refused here with
 //!    [`MaterializeError::Decision`] and *nothing* is appended: no receipt
-//!    is ever built from untrusted ids.
+//!    is ever built from untrusted ids. [`materialize_verified`] starts
+//!    after this step, from a [`VerifiedDecision`] the command already
+//!    holds (only the validator makes one), so the chain is replayed once
+//!    per command.
 //! 2. **Resolution.** One outcome per decision: if the outcome id already
 //!    holds a receipt or a failure, that outcome is returned (idempotent).
 //!    A rejection materializes nothing.
