@@ -93,10 +93,10 @@ fn feedback_matches(store: &dyn Read, j: &JudgmentRecorded, chat: i64) -> Result
         Criterion::AgentSelfCorrection => match verify_decision(store, &j.feedback_source_event_id)
         {
             Ok(d) => {
-                let ProposalBody::Correction(p) = &d.proposal.body else {
+                let ProposalBody::Correction(p) = d.proposal().body() else {
                     return Ok(false);
                 };
-                let text = match (d.decision.disposition, &d.decision.replacement) {
+                let text = match (d.decision().disposition, &d.decision().replacement) {
                     (Disposition::Accept, None) => p.replacement.text.as_str(),
                     (Disposition::Edit, Some(text)) => text.as_str(),
                     (Disposition::Accept, Some(_))

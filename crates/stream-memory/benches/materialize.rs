@@ -4,27 +4,36 @@
 //! `cargo bench -p stream-memory --bench materialize` prints the medians of:
 //!
 //! - one raw fsync'd `INSERT` transaction on the store file (the unit);
+//! - the authority chain's verification alone, and a decision's (what a
+//!   command replays once);
 //! - a correction decision + its projection into a judgment
-//!   (`record_decision` + `project_correction`: two chain verifications, two
-//!   fsync'd appends);
+//!   (`record_verified_decision`: one chain verification, decision and
+//!   judgment in one fsync'd transaction), and the same made the way it was
+//!   before (`record_decision` + `project_correction`: two verifications,
+//!   two fsync'd transactions);
 //! - the materialization of an accepted `append` on a 64 KiB `memory.md`
 //!   (`materialize`: chain verification, lock, revalidation, scan, owner-only
 //!   write with fsyncs and rename, scan, verification, receipt), alone and
-//!   with its decision;
+//!   with its decision (verified once, `materialize_verified`; and twice,
+//!   as before, `record_decision` + `materialize`);
 //!
-//! each also as a ratio to the raw transaction. Every round gets a fresh
+//! each also as a ratio to the raw transaction; before and after alternate
+//! round by round. Every round gets a fresh
 //! proposal, made untimed under a real stored snapshot.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
-use stream_core::SourceName;
 use stream_core::payload::{Disposition, EvidenceIds, MemoryOperation};
 use stream_core::text::{BoundedText, Label};
-use stream_memory::materialize::{MaterializeConfig, MaterializeOutcome, materialize};
-use stream_proposals::decision::{DecisionRequest, record_decision};
-use stream_proposals::project::{CorrectionProjection, project_correction};
+use stream_core::{EventId, SourceName};
+use stream_memory::materialize::{
+    MaterializeConfig, MaterializeOutcome, materialize, materialize_verified,
+};
+use stream_proposals::chain::verify_chain;
+use stream_proposals::decision::{DecisionRequest, record_decision, record_verified_decision};
+use stream_proposals::project::{CorrectionProjection, project_correction, verify_decision};
 use stream_proposals::settle::ValidatedProposal;
 use stream_proposals::testing::World;
 
@@ -53,7 +62,33 @@ fn measure<T>(mut setup: impl FnMut(usize) -> T, mut op: impl FnMut(T)) -> Durat
     )
 }
 
-fn request(proposal: &stream_core::EventId) -> DecisionRequest {
+/// Two ways of doing the same thing, alternating round by round so that
+/// machine load hits both alike: `setup` (untimed) prepares one round.
+fn measure_pair<T>(
+    mut setup: impl FnMut(usize) -> T,
+    mut a: impl FnMut(T),
+    mut b: impl FnMut(T),
+) -> (Duration, Duration) {
+    let (mut sa, mut sb) = (Vec::new(), Vec::new());
+    for i in 0..ROUNDS + 2 {
+        let t = setup(2 * i);
+        let start = Instant::now();
+        a(t);
+        let da = start.elapsed();
+        let t = setup(2 * i + 1);
+        let start = Instant::now();
+        b(t);
+        let db = start.elapsed();
+        if i >= 2 {
+            // Two warm-up rounds.
+            sa.push(da);
+            sb.push(db);
+        }
+    }
+    (median(sa), median(sb))
+}
+
+fn request(proposal: &EventId) -> DecisionRequest {
     DecisionRequest {
         proposal: proposal.clone(),
         disposition: Disposition::Accept,
@@ -61,6 +96,22 @@ fn request(proposal: &stream_core::EventId) -> DecisionRequest {
         submission_id: None,
         actor: Label::new("owner").unwrap(),
     }
+}
+
+/// A delivered reply and a proposal correcting it, made untimed.
+fn correction_proposal(w: &mut World) -> EventId {
+    let trigger = w.base.message("And what about that?");
+    let (settlement, _) = w.base.settle_run(&trigger, Some("A reply."), |s| {
+        let latest = s.latest_correction_target().unwrap().clone();
+        vec![ValidatedProposal::Correction {
+            evidence: EvidenceIds::new(vec![latest.output_event_id.clone()]).unwrap(),
+            target: latest,
+            replacement: BoundedText::new("A better reply.").unwrap(),
+            reason: BoundedText::new("wrong").unwrap(),
+        }]
+    });
+    w.base.deliver(settlement.output(), &trigger);
+    settlement.proposals()[0].id.clone()
 }
 
 fn main() {
@@ -100,25 +151,39 @@ fn main() {
     );
 
     // Correction: each round a new delivered reply corrects the latest one.
-    let correction = measure(
-        |_| {
-            let trigger = w.base.message("And what about that?");
-            let (settlement, _) = w.base.settle_run(&trigger, Some("A reply."), |s| {
-                let latest = s.latest_correction_target().unwrap().clone();
-                vec![ValidatedProposal::Correction {
-                    evidence: EvidenceIds::new(vec![latest.output_event_id.clone()]).unwrap(),
-                    target: latest,
-                    replacement: BoundedText::new("A better reply.").unwrap(),
-                    reason: BoundedText::new("wrong").unwrap(),
-                }]
-            });
-            w.base.deliver(settlement.output(), &trigger);
-            settlement.proposals()[0].id.clone()
+    let (correction, correction_two_pass) = measure_pair(
+        |_| correction_proposal(&mut w),
+        |proposal| {
+            let record = record_verified_decision(&store, &request(&proposal)).unwrap();
+            assert!(matches!(
+                record.correction,
+                Some(Ok(CorrectionProjection::Judgment(_)))
+            ));
         },
+        // The way it was made before the chain was verified once per
+        // command: the decision (one replay, one commit), then its
+        // projection (another replay, another commit).
         |proposal| {
             let decided = record_decision(&store, &request(&proposal)).unwrap();
             let projected = project_correction(&store, decided.id()).unwrap();
             assert!(matches!(projected, CorrectionProjection::Judgment(_)));
+        },
+    );
+
+    // The authority chain alone, on a delivered correction proposal and on
+    // a recorded decision (what every command replays).
+    let proposal = correction_proposal(&mut w);
+    let chain_only = measure(
+        |_| (),
+        |()| {
+            verify_chain(&store, &proposal).unwrap();
+        },
+    );
+    let decided = record_decision(&w.store, &request(&proposal)).unwrap();
+    let decision_only = measure(
+        |_| (),
+        |()| {
+            verify_decision(&store, decided.id()).unwrap();
         },
     );
 
@@ -155,8 +220,13 @@ fn main() {
             assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
         },
     );
-    let decision_and_materialize = measure(
+    let (decision_and_materialize, memory_two_pass) = measure_pair(
         |i| propose(i, false),
+        |proposal| {
+            let record = record_verified_decision(&store, &request(&proposal)).unwrap();
+            let outcome = materialize_verified(&store, &config, &record.verified).unwrap();
+            assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
+        },
         |proposal| {
             let decided = record_decision(&store, &request(&proposal)).unwrap();
             let outcome = materialize(&store, &config, decided.id()).unwrap();
@@ -176,10 +246,17 @@ fn main() {
         path.display()
     );
     report("raw fsync'd INSERT transaction", raw_median);
+    report("authority chain verification alone", chain_only);
+    report("decision verification alone (+ chain)", decision_only);
     report("correction decision + projection", correction);
+    report(
+        "  the same, chain replayed twice (before)",
+        correction_two_pass,
+    );
     report("materialize append on 64 KiB memory.md", materialize_only);
     report(
         "memory decision + materialize (64 KiB)",
         decision_and_materialize,
     );
+    report("  the same, chain replayed twice (before)", memory_two_pass);
 }

@@ -31,5 +31,6 @@ pub use frontmatter::{Frontmatter, FrontmatterError};
 pub use lock::{LockError, RootLock};
 pub use materialize::{
     MaterializeConfig, MaterializeError, MaterializeOutcome, Recorded, materialize,
+    materialize_verified,
 };
 pub use scan::{ScanError, ScanLimits, ScanReport, scan, scan_with_limits};

@@ -70,17 +70,38 @@ pub enum ChainError {
     },
 }
 
-/// A proposal whose whole chain verified.
+/// A proposal whose whole chain verified. Only [`verify_chain`] makes one
+/// and its parts are read-only, so a holder is proof of one replay: the
+/// decision, its projection and the materializer take it instead of
+/// replaying the chain again.
 #[derive(Debug, Clone)]
 pub struct VerifiedProposal {
+    event: StoredEvent,
+    body: ProposalBody,
+    proposer: Proposer,
+    snapshot: Snapshot,
+}
+
+impl VerifiedProposal {
     /// The proposal event.
-    pub event: StoredEvent,
+    pub fn event(&self) -> &StoredEvent {
+        &self.event
+    }
+
     /// Its kind and payload.
-    pub body: ProposalBody,
+    pub fn body(&self) -> &ProposalBody {
+        &self.body
+    }
+
     /// Its proposer provenance.
-    pub proposer: Proposer,
+    pub fn proposer(&self) -> &Proposer {
+        &self.proposer
+    }
+
     /// The verified snapshot it was made under.
-    pub snapshot: Snapshot,
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
 }
 
 /// The typed payload of a verified proposal.

@@ -8,9 +8,13 @@ use stream_core::canon::canonical_sha256;
 use stream_core::payload::{DecidableKind, Disposition, ProposalDecision, ProposalKind};
 use stream_core::text::Label;
 use stream_core::{EventId, HumanAuthority, NewEvent, PayloadInvalid, SourceName};
-use stream_store::{AppendOutcome, Store, StoreError};
+use stream_store::{AppendOutcome, Store, StoreError, Tx};
 
 use crate::chain::{ChainError, VerifiedProposal, verify_chain};
+use crate::project::{
+    CorrectionProjection, ProjectError, VerifiedDecision, decision_of,
+    project_verified_correction_in,
+};
 
 /// A decision could not be recorded.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +108,7 @@ pub fn decision_event(
     verified: &VerifiedProposal,
     req: &DecisionRequest,
 ) -> Result<NewEvent, DecisionError> {
-    let kind = decidable(verified.body.kind()).ok_or_else(|| DecisionError::NotDecidable {
+    let kind = decidable(verified.body().kind()).ok_or_else(|| DecisionError::NotDecidable {
         proposal: req.proposal.clone(),
     })?;
     let submission_id = match &req.submission_id {
@@ -122,20 +126,82 @@ pub fn decision_event(
     };
     stream_core::Payload::validate(&payload)?;
     let source = SourceName::fixed(SourceName::PROPOSALS);
-    let root = verified.event.event.root.as_ref();
+    let root = verified.event().event.root.as_ref();
     NewEvent::build(&source, root, Some(&req.proposal), &payload).map_err(|_| DecisionError::Build)
 }
 
 /// Verifies the chain and appends the decision (not its projection).
 pub fn record_decision(store: &dyn Store, req: &DecisionRequest) -> Result<Decided, DecisionError> {
-    let verified = verify_chain(store, &req.proposal)?;
+    let mut tx = store.begin()?;
+    let (decided, _) = decide_in(&mut *tx, req)?;
+    tx.commit()?;
+    Ok(decided)
+}
+
+/// A recorded decision, verified once, with the projection a correction
+/// gets in the same transaction.
+#[derive(Debug)]
+pub struct DecisionRecord {
+    /// Recorded now or already.
+    pub decided: Decided,
+    /// The decision as stored, verified against the chain replayed for it:
+    /// what the materializer takes instead of replaying the chain again.
+    pub verified: VerifiedDecision,
+    /// A correction's projection, committed with the decision; a refusal
+    /// (the decision is recorded all the same, for `proposal-project` to
+    /// retry). `None` for a memory change: the materializer writes files
+    /// and runs after this transaction.
+    pub correction: Option<Result<CorrectionProjection, ProjectError>>,
+}
+
+/// [`record_decision`] and, for a correction, its projection: the chain is
+/// replayed once, and every read, the decision and the judgment share one
+/// write transaction (one commit). A store failure rolls all of it back.
+pub fn record_verified_decision(
+    store: &dyn Store,
+    req: &DecisionRequest,
+) -> Result<DecisionRecord, DecisionError> {
+    let mut tx = store.begin()?;
+    let (decided, verified) = decide_in(&mut *tx, req)?;
+    let correction = match verified.decision().proposal_kind {
+        DecidableKind::SelfCorrection => {
+            match project_verified_correction_in(&mut *tx, &verified) {
+                Err(ProjectError::Store(e) | ProjectError::Chain(ChainError::Store(e))) => {
+                    return Err(e.into());
+                }
+                other => Some(other),
+            }
+        }
+        DecidableKind::MemoryChange => None,
+    };
+    tx.commit()?;
+    Ok(DecisionRecord {
+        decided,
+        verified,
+        correction,
+    })
+}
+
+/// Replays the chain and appends the decision inside `tx`; the decision is
+/// read back as stored and its envelope checked like
+/// [`crate::project::verify_decision`] does.
+fn decide_in(
+    tx: &mut dyn Tx,
+    req: &DecisionRequest,
+) -> Result<(Decided, VerifiedDecision), DecisionError> {
+    let verified = verify_chain(&*tx, &req.proposal)?;
     let event = decision_event(&verified, req)?;
-    match store.append(&event)? {
-        AppendOutcome::Inserted { .. } => Ok(Decided::Recorded(event.id)),
-        AppendOutcome::Converged { .. } => Ok(Decided::Converged(event.id)),
-        AppendOutcome::Conflict => Err(DecisionError::Conflict {
-            proposal: req.proposal.clone(),
-            decision: event.id,
-        }),
-    }
+    let decided = match tx.append(&event)? {
+        AppendOutcome::Inserted { .. } => Decided::Recorded(event.id),
+        AppendOutcome::Converged { .. } => Decided::Converged(event.id),
+        AppendOutcome::Conflict => {
+            return Err(DecisionError::Conflict {
+                proposal: req.proposal.clone(),
+                decision: event.id,
+            });
+        }
+    };
+    let stored = tx.event(decided.id())?.ok_or(DecisionError::Build)?;
+    let decision = decision_of(stored, verified).map_err(|_| DecisionError::Build)?;
+    Ok((decided, decision))
 }

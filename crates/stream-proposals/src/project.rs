@@ -11,7 +11,7 @@ use stream_core::payload::{
 };
 use stream_core::text::ReplyText;
 use stream_core::{Authorship, EventId, NewEvent, Payload, SourceName, StoredEvent};
-use stream_store::{AppendOutcome, EventQuery, Read, Store, StoreError};
+use stream_store::{AppendOutcome, EventQuery, Read, Store, StoreError, Tx};
 
 use crate::chain::{ChainError, ProposalBody, VerifiedProposal, verify_chain};
 use crate::decision::decidable;
@@ -49,15 +49,39 @@ pub enum ProjectError {
     Build,
 }
 
-/// A decision whose own lineage and whose proposal's chain verified.
+/// A decision whose own lineage and whose proposal's chain verified. Only
+/// this crate's validator makes one ([`verify_decision`], or
+/// [`crate::decision::record_verified_decision`] from the chain it has just
+/// replayed), and its parts are read-only: a holder is proof that the chain
+/// was replayed once in this command, so the projection and the
+/// materializer take it instead of replaying the chain again.
 #[derive(Debug, Clone)]
 pub struct VerifiedDecision {
+    event: StoredEvent,
+    decision: ProposalDecision,
+    proposal: VerifiedProposal,
+}
+
+impl VerifiedDecision {
     /// The decision event.
-    pub event: StoredEvent,
+    pub fn event(&self) -> &StoredEvent {
+        &self.event
+    }
+
+    /// Its id.
+    pub fn id(&self) -> &EventId {
+        self.event.id()
+    }
+
     /// Its payload.
-    pub decision: ProposalDecision,
+    pub fn decision(&self) -> &ProposalDecision {
+        &self.decision
+    }
+
     /// The verified proposal.
-    pub proposal: VerifiedProposal,
+    pub fn proposal(&self) -> &VerifiedProposal {
+        &self.proposal
+    }
 }
 
 /// Verifies a decision event: schema, human authorship, envelope lineage
@@ -73,16 +97,34 @@ pub fn verify_decision(
     let event = store.event(decision_id)?.ok_or_else(invalid)?;
     let decision: ProposalDecision = event.decode().map_err(|_| invalid())?;
     let proposal = verify_chain(store, &decision.proposal_event_id)?;
+    decision_of(event, proposal)
+}
+
+/// The decision half of [`verify_decision`], against a proposal whose chain
+/// verified in this command: schema, human authorship, envelope lineage,
+/// that it decides exactly this proposal, and that the kinds agree.
+pub(crate) fn decision_of(
+    event: StoredEvent,
+    proposal: VerifiedProposal,
+) -> Result<VerifiedDecision, ProjectError> {
+    let invalid = || ProjectError::DecisionInvalid {
+        decision: event.id().clone(),
+    };
+    let decision: ProposalDecision = event.decode().map_err(|_| invalid())?;
     let source = SourceName::fixed(SourceName::PROPOSALS);
     let expected = NewEvent::build(
         &source,
-        proposal.event.event.root.as_ref(),
+        proposal.event().event.root.as_ref(),
         Some(&decision.proposal_event_id),
         &decision,
     )
     .map_err(|_| invalid())?;
-    let kind_matches = decidable(proposal.body.kind()) == Some(decision.proposal_kind);
-    if expected != event.event || event.event.authorship != Authorship::Human || !kind_matches {
+    let kind_matches = decidable(proposal.body().kind()) == Some(decision.proposal_kind);
+    if expected != event.event
+        || event.event.authorship != Authorship::Human
+        || decision.proposal_event_id != *proposal.event().id()
+        || !kind_matches
+    {
         return Err(invalid());
     }
     Ok(VerifiedDecision {
@@ -131,8 +173,29 @@ pub fn project_correction(
     store: &dyn Store,
     decision_id: &EventId,
 ) -> Result<CorrectionProjection, ProjectError> {
-    let verified = verify_decision(store, decision_id)?;
-    let ProposalBody::Correction(proposal) = &verified.proposal.body else {
+    project_verified_correction(store, &verify_decision(store, decision_id)?)
+}
+
+/// [`project_correction`] of a decision verified earlier in this command:
+/// the chain is not replayed again.
+pub fn project_verified_correction(
+    store: &dyn Store,
+    verified: &VerifiedDecision,
+) -> Result<CorrectionProjection, ProjectError> {
+    let mut tx = store.begin()?;
+    let projected = project_verified_correction_in(&mut *tx, verified)?;
+    tx.commit()?;
+    Ok(projected)
+}
+
+/// The projection inside a write transaction (the decision's own, when it
+/// is recorded in this command). A conflict appends nothing.
+pub(crate) fn project_verified_correction_in(
+    tx: &mut dyn Tx,
+    verified: &VerifiedDecision,
+) -> Result<CorrectionProjection, ProjectError> {
+    let decision_id = verified.id();
+    let ProposalBody::Correction(proposal) = verified.proposal().body() else {
         return Err(ProjectError::DecisionInvalid {
             decision: decision_id.clone(),
         });
@@ -141,8 +204,8 @@ pub fn project_correction(
         decision: decision_id.clone(),
     };
     let replacement = match (
-        verified.decision.disposition,
-        &verified.decision.replacement,
+        verified.decision().disposition,
+        &verified.decision().replacement,
     ) {
         (Disposition::Reject, _) => return Ok(CorrectionProjection::Rejected),
         (Disposition::Accept, None) => proposal.replacement.text.clone(),
@@ -150,7 +213,7 @@ pub fn project_correction(
         (Disposition::Accept, Some(_)) | (Disposition::Edit, None) => return Err(invalid()),
     };
     let target = &proposal.target;
-    let receipt = store
+    let receipt = tx
         .event(&target.delivery_receipt_event_id)?
         .ok_or_else(|| ProjectError::TargetInvalid {
             decision: decision_id.clone(),
@@ -166,7 +229,7 @@ pub fn project_correction(
     }
     let judgment = record_judgment(&JudgmentInput {
         criterion: Criterion::AgentSelfCorrection,
-        actor: verified.decision.actor.clone(),
+        actor: verified.decision().actor.clone(),
         target: JudgedOutput {
             delivery_receipt_event_id: target.delivery_receipt_event_id.clone(),
             output_event_id: target.output_event_id.clone(),
@@ -178,7 +241,7 @@ pub fn project_correction(
         replacement,
     })
     .map_err(|_| ProjectError::Build)?;
-    match store.append(&judgment)? {
+    match tx.append(&judgment)? {
         AppendOutcome::Inserted { .. } | AppendOutcome::Converged { .. } => {
             Ok(CorrectionProjection::Judgment(judgment.id))
         }

@@ -9,8 +9,9 @@ use stream_core::payload::MaterializationFailure;
 use stream_core::{EventId, SourceName};
 use stream_memory::lock::LockError;
 use stream_memory::materialize::{
-    MaterializeConfig, MaterializeError, MaterializeOutcome, Recorded, materialize,
+    MaterializeConfig, MaterializeError, MaterializeOutcome, Recorded, materialize_verified,
 };
+use stream_proposals::project::VerifiedDecision;
 use stream_store::Store;
 
 use crate::config::Config;
@@ -83,15 +84,17 @@ pub enum MemoryStatus {
 const LOCK_WAIT: Duration = Duration::from_secs(3);
 const LOCK_POLL: Duration = Duration::from_millis(25);
 
-/// Materializes decision `decision` and prints its outcome.
+/// Materializes a decision verified in this command and prints its
+/// outcome. Waiting for the root lock does not replay the chain: it was
+/// verified once, at the start of this command.
 pub fn project_memory(
     store: &dyn Store,
     config: &Config,
-    decision: &EventId,
+    decision: &VerifiedDecision,
 ) -> Result<MemoryStatus, Failure> {
     let started = Instant::now();
     let outcome = loop {
-        match materialize(store, &materialize_config(config), decision) {
+        match materialize_verified(store, &materialize_config(config), decision) {
             Err(MaterializeError::Lock(LockError::Held { .. }))
                 if started.elapsed() < LOCK_WAIT =>
             {

@@ -12,9 +12,12 @@ use stream_core::payload::{DecidableKind, Disposition};
 use stream_core::text::Label;
 use stream_memory::materialize::Recorded;
 use stream_proposals::chain::ChainError;
-use stream_proposals::decision::{Decided, DecisionError, DecisionRequest, record_decision};
+use stream_proposals::decision::{
+    Decided, DecisionError, DecisionRequest, record_verified_decision,
+};
 use stream_proposals::project::{
-    CorrectionProjection, ProjectError, decisions, project_correction, verify_decision,
+    CorrectionProjection, ProjectError, VerifiedDecision, decisions, project_verified_correction,
+    verify_decision,
 };
 use stream_proposals::review::{Resolved, resolve_prefix};
 use stream_store::{Read, Store};
@@ -117,23 +120,26 @@ pub fn project_failure(e: ProjectError) -> Failure {
     }
 }
 
-/// Projects one decision (verifying it first), printing ids and status.
+/// Projects one decision verified in this command, printing ids and status.
 fn project_one(
     store: &dyn Store,
     config: &Config,
-    decision: &EventId,
+    verified: &VerifiedDecision,
 ) -> Result<MemoryStatus, Failure> {
-    let verified = verify_decision(store, decision).map_err(project_failure)?;
-    match verified.decision.proposal_kind {
-        DecidableKind::SelfCorrection => {
-            match project_correction(store, decision).map_err(project_failure)? {
-                CorrectionProjection::Judgment(id) => println!("judgment {id} recorded"),
-                CorrectionProjection::Rejected => println!("rejected: no judgment"),
-            }
-            Ok(MemoryStatus::Settled)
-        }
-        DecidableKind::MemoryChange => project_memory(store, config, decision),
+    match verified.decision().proposal_kind {
+        DecidableKind::SelfCorrection => Ok(print_correction(
+            project_verified_correction(store, verified).map_err(project_failure)?,
+        )),
+        DecidableKind::MemoryChange => project_memory(store, config, verified),
     }
+}
+
+fn print_correction(projected: CorrectionProjection) -> MemoryStatus {
+    match projected {
+        CorrectionProjection::Judgment(id) => println!("judgment {id} recorded"),
+        CorrectionProjection::Rejected => println!("rejected: no judgment"),
+    }
+    MemoryStatus::Settled
 }
 
 /// Runs `proposal-decision`: appends the decision, then projects it.
@@ -168,12 +174,18 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
         submission_id,
         actor,
     };
-    let decided = record_decision(&store, &request).map_err(decision_failure)?;
-    match &decided {
+    // The chain is replayed once, here; a correction's judgment commits
+    // with the decision, a memory change is materialized from the result.
+    let record = record_verified_decision(&store, &request).map_err(decision_failure)?;
+    match &record.decided {
         Decided::Recorded(id) => println!("decision {id} recorded"),
         Decided::Converged(id) => println!("decision {id} already recorded"),
     }
-    match project_one(&store, &config, decided.id())? {
+    let status = match record.correction {
+        Some(projected) => print_correction(projected.map_err(project_failure)?),
+        None => project_one(&store, &config, &record.verified)?,
+    };
+    match status {
         MemoryStatus::Settled => Ok(()),
         MemoryStatus::Failed(failure, _) => Err(failure),
     }
@@ -192,7 +204,10 @@ pub fn run_project(ctx: &Ctx) -> CmdResult {
     for decision in decisions(&store)? {
         let id = decision.id();
         println!("decision {id}");
-        match project_one(&store, &config, id) {
+        let projected = verify_decision(&store, id)
+            .map_err(project_failure)
+            .and_then(|verified| project_one(&store, &config, &verified));
+        match projected {
             Ok(MemoryStatus::Settled | MemoryStatus::Failed(_, Recorded::Already)) => settled += 1,
             Ok(MemoryStatus::Failed(failure, Recorded::Now)) => {
                 failed_now += 1;

@@ -192,11 +192,7 @@ impl ProposalView {
 /// Every stored proposal event, in commit order.
 pub fn proposal_events(store: &dyn Read) -> Result<Vec<StoredEvent>, StoreError> {
     let mut all = Vec::new();
-    for ty in [
-        MemoryChangeProposed::TYPE,
-        CorrectionProposed::TYPE,
-        FocusDeclarationProposed::TYPE,
-    ] {
+    for ty in PROPOSAL_TYPES {
         all.extend(store.events(&EventQuery::of_type(ty))?);
     }
     all.sort_by_key(|e| (e.recorded_at_ms, e.event.source.clone(), e.seq));
@@ -382,11 +378,27 @@ pub fn get(store: &dyn Read, id: &EventId) -> Result<Option<ProposalView>, Store
     }
 }
 
+/// The event types of proposals.
+const PROPOSAL_TYPES: [&str; 3] = [
+    MemoryChangeProposed::TYPE,
+    CorrectionProposed::TYPE,
+    FocusDeclarationProposed::TYPE,
+];
+
 /// Resolves a full id or a unique prefix of at least 12 hex digits.
 pub fn resolve_prefix(store: &dyn Read, prefix: &str) -> Result<Resolved, StoreError> {
     let prefix = prefix.to_ascii_lowercase();
     if prefix.len() < 12 || prefix.len() > 64 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(Resolved::BadPrefix);
+    }
+    // A full id is one indexed read, not a pass over every proposal.
+    if let Ok(id) = EventId::parse(&prefix) {
+        return Ok(match store.event(&id)? {
+            Some(event) if PROPOSAL_TYPES.contains(&event.event.event_type.as_str()) => {
+                Resolved::One(id)
+            }
+            Some(_) | None => Resolved::None,
+        });
     }
     let matches: Vec<EventId> = proposal_events(store)?
         .into_iter()

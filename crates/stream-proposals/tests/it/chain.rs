@@ -1,12 +1,14 @@
 //! The shared authority-chain validator, decisions and correction projection.
 
-use stream_core::payload::{Disposition, JudgmentRecorded, ProposalKind};
+use stream_core::payload::{Disposition, JudgmentRecorded, ProposalDecision, ProposalKind};
 use stream_core::text::Label;
 use stream_core::{EventId, Payload};
 use stream_proposals::chain::{ChainError, ChainLink, verify_chain};
-use stream_proposals::decision::{Decided, DecisionError, DecisionRequest, record_decision};
+use stream_proposals::decision::{
+    Decided, DecisionError, DecisionRequest, record_decision, record_verified_decision,
+};
 use stream_proposals::project::{
-    CorrectionProjection, ProjectError, judgment_id, project_correction,
+    CorrectionProjection, ProjectError, judgment_id, project_correction, verify_decision,
 };
 use stream_store::faulty::FaultyStore;
 use stream_store::{EventQuery, Read, SqliteStore};
@@ -43,8 +45,8 @@ fn settled_proposals_verify() {
         (&w.focus, ProposalKind::FocusDeclaration),
     ] {
         let verified = verify_chain(&w.store, id).unwrap();
-        assert_eq!(verified.body.kind(), kind);
-        assert_eq!(verified.snapshot, w.snapshot);
+        assert_eq!(verified.body().kind(), kind);
+        assert_eq!(verified.snapshot(), &w.snapshot);
     }
 }
 
@@ -367,4 +369,103 @@ fn projection_is_all_or_nothing_at_every_write_step() {
         project_correction(&faulty, decision.id()).unwrap(),
         CorrectionProjection::Judgment(_)
     ));
+}
+
+/// `proposal-decision` on a correction: the chain is replayed once, and the
+/// decision and its judgment are one transaction, so a fault at any write
+/// leaves neither (before, a fault at the judgment left the decision
+/// recorded and unprojected), and a clean rerun converges.
+#[test]
+fn a_correction_decision_and_its_judgment_commit_together_at_every_write_step() {
+    let w = World::new();
+    let req = request(&w.correction, Disposition::Accept, None);
+    let faulty = FaultyStore::new(SqliteStore::open(&w.path).unwrap());
+    let decisions = |store: &SqliteStore| {
+        store
+            .events(&EventQuery {
+                event_type: Some(ProposalDecision::TYPE.into()),
+                ..EventQuery::default()
+            })
+            .unwrap()
+            .len()
+    };
+    // The decision's append, the judgment's append, the commit.
+    for step in 0..3 {
+        faulty.fail_at(step);
+        assert!(
+            matches!(
+                record_verified_decision(&faulty, &req),
+                Err(DecisionError::Store(_))
+            ),
+            "step {step}"
+        );
+        assert_eq!(decisions(&w.store), 0, "step {step}");
+    }
+    assert_eq!(faulty.heal(), 3, "exactly three writes in one transaction");
+    let record = record_verified_decision(&faulty, &req).unwrap();
+    let Decided::Recorded(decision) = &record.decided else {
+        panic!("{:?}", record.decided)
+    };
+    let judgment = judgment_id(decision).unwrap();
+    assert!(matches!(
+        &record.correction,
+        Some(Ok(CorrectionProjection::Judgment(id))) if *id == judgment
+    ));
+    assert!(w.store.event(&judgment).unwrap().is_some());
+    // The decision handed on is the one stored, as verify_decision sees it.
+    let again = verify_decision(&w.store, decision).unwrap();
+    assert_eq!(record.verified.event(), again.event());
+    assert_eq!(record.verified.decision(), again.decision());
+    assert_eq!(record.verified.proposal().event(), again.proposal().event());
+    // A rerun converges on both.
+    let rerun = record_verified_decision(&w.store, &req).unwrap();
+    assert_eq!(rerun.decided, Decided::Converged(decision.clone()));
+    assert!(matches!(
+        rerun.correction,
+        Some(Ok(CorrectionProjection::Judgment(id))) if id == judgment
+    ));
+}
+
+/// A memory decision gets no projection in the decision's transaction (the
+/// materializer writes files after it), but the verified decision it hands
+/// on is the stored one.
+#[test]
+fn a_memory_decision_hands_on_its_verified_decision_without_a_projection() {
+    let w = World::new();
+    let record =
+        record_verified_decision(&w.store, &request(&w.memory, Disposition::Accept, None)).unwrap();
+    assert!(record.correction.is_none());
+    assert_eq!(record.verified.id(), record.decided.id());
+    assert_eq!(record.verified.proposal().event().id(), &w.memory);
+}
+
+/// `proposal-decision --proposal <full id>` reads that one event instead of
+/// every proposal; what it resolves to is unchanged.
+#[test]
+fn a_full_proposal_id_resolves_to_itself_and_nothing_else_does() {
+    use stream_proposals::review::{Resolved, resolve_prefix};
+    let w = World::new();
+    for id in [&w.memory, &w.correction, &w.focus] {
+        assert_eq!(
+            resolve_prefix(&w.store, id.as_str()).unwrap(),
+            Resolved::One(id.clone())
+        );
+        assert_eq!(
+            resolve_prefix(&w.store, &id.as_str().to_ascii_uppercase()).unwrap(),
+            Resolved::One(id.clone())
+        );
+        assert_eq!(
+            resolve_prefix(&w.store, &id.as_str()[..12]).unwrap(),
+            Resolved::One(id.clone())
+        );
+    }
+    // A full id of an event that is not a proposal, and of no event.
+    assert_eq!(
+        resolve_prefix(&w.store, w.trigger.id().as_str()).unwrap(),
+        Resolved::None
+    );
+    assert_eq!(
+        resolve_prefix(&w.store, &"9".repeat(64)).unwrap(),
+        Resolved::None
+    );
 }

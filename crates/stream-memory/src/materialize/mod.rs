@@ -1,0 +1,225 @@
+//! The bounded memory materializer (`docs/design.md §15`): the only code
+//! that writes `memory.md`.
+//!
+//! [`materialize`] takes one decision id and, in this order:
+//!
+//! 1. **Trust.** [`verify_decision`] replays the decision's schema, human
+//!    authorship and lineage and the proposal's whole authority chain. A
+//!    forged or malformed decision or proposal is refused here with
+//!    [`MaterializeError::Decision`] and *nothing* is appended: no receipt
+//!    is ever built from untrusted ids. [`materialize_verified`] starts
+//!    after this step, from a [`VerifiedDecision`] the command already
+//!    holds (only the validator makes one), so the chain is replayed once
+//!    per command.
+//! 2. **Resolution.** One outcome per decision: if the outcome id already
+//!    holds a receipt or a failure, that outcome is returned (idempotent).
+//!    A rejection materializes nothing.
+//! 3. **The root lock** ([`crate::lock`]); the outcome is looked up again
+//!    under it.
+//! 4. **Revalidation** (`revalidate.rs`), every check `docs/design.md §15`
+//!    names, each refusal a closed, content-dark
+//!    [`MaterializationFailure`](stream_core::payload::MaterializationFailure)
+//!    code, in this order: the frozen base version's document, source, path,
+//!    content type, size and hash, with the blob re-hashed (`content`); the
+//!    configured root is a real directory, not a symlink (`path`,
+//!    `symlink`); a scan of the exact configured source, so that the pointer
+//!    reflects the disk and an unscannable root is refused before anything
+//!    is written (`scan`); the current pointer is exactly the proposal's
+//!    version (`stale-base`); `memory.md` is a regular file on the root's
+//!    filesystem, opened relative to the root's descriptor without following
+//!    links (`path`, `symlink`), and its bytes equal the frozen base
+//!    (`stale-base`); old and new Markdown carry frontmatter with the same
+//!    nonempty `id` (`frontmatter`); the result fits `max_bytes` (`size`).
+//!    Nothing is rebased.
+//! 5. **Write**: an owner-only hidden temporary file in the root, fsync, a
+//!    last look that the file still holds the base, a check that the lock is
+//!    still ours, an atomic rename over `memory.md`, fsync of the root
+//!    (`write`).
+//! 6. **Scan** of the exact configured source with
+//!    [`scan_with_limits`](crate::scan::scan_with_limits) (`scan`), then **verification** of the new immutable version (hash,
+//!    byte count, predecessor), the current pointer, the blob and the
+//!    `file.changed@1` event (`receipt`).
+//! 7. **Receipt**: `stream.thought.agent.memory-change.materialized@1` on
+//!    `system:proposals`, rooted at the proposal's root, parented to the
+//!    decision. Any refusal of step 4–6 appends
+//!    `…materialization.failed@1` with its reason code instead — the same
+//!    identity, so a decision has exactly one outcome.
+//!
+//! **Crash recovery.** A crash after the rename and before the receipt
+//! leaves `memory.md` holding exactly the bytes this decision produces from
+//! the frozen base, and the pointer at the base (crash before the scan) or
+//! at the version those bytes derive from it (crash after). A rerun
+//! recognises exactly those two states and finishes: mode, fsync, scan,
+//! verify, receipt. Any other state is `stale-base`.
+//!
+//! **Transient failures are not outcomes.** A store error (including a
+//! fault inside the scan's transaction), a root lock held by a live process,
+//! or lock evidence that cannot be trusted returns a [`MaterializeError`]
+//! and appends nothing: the decision stays unresolved for `proposal-project`.
+//!
+//! Errors and logs carry ids and reason codes only: never proposal text,
+//! memory text or paths.
+
+mod compose;
+mod error;
+mod outcome;
+mod revalidate;
+mod root;
+mod verify;
+
+use std::path::PathBuf;
+
+use stream_core::payload::{Disposition, MaterializationFailed, MemoryChangeProposed};
+use stream_core::{EventId, SourceName};
+use stream_proposals::chain::ProposalBody;
+use stream_proposals::project::{
+    ProjectError, VerifiedDecision, memory_outcome_id, verify_decision,
+};
+use stream_store::Store;
+
+use crate::lock::RootLock;
+
+pub use compose::{compose, normalize_newlines};
+pub use error::MaterializeError;
+pub use outcome::{MaterializeOutcome, Recorded};
+pub use root::lock_name;
+
+use error::Stop;
+use outcome::{Trusted, existing_outcome, record};
+use revalidate::{Held, attempt};
+use root::root_identity;
+
+/// Where and how memory may be materialized: from the operator's config,
+/// never from a proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaterializeConfig {
+    /// The configured context root holding `memory.md`.
+    pub root: PathBuf,
+    /// The context source, `filesystem:telegram-agent-context`.
+    pub source: SourceName,
+    /// The largest `memory.md` a materialization may produce
+    /// (`max_memory_bytes`).
+    pub max_bytes: u64,
+    /// The data dir's `locks/` folder.
+    pub lock_dir: PathBuf,
+}
+
+/// Materializes decision `decision_id` (see the module documentation).
+pub fn materialize(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    decision_id: &EventId,
+) -> Result<MaterializeOutcome, MaterializeError> {
+    materialize_verified(store, config, &verify_decision(store, decision_id)?)
+}
+
+/// [`materialize`] of a decision verified earlier in this command (step 1
+/// done once, by the validator that alone makes a [`VerifiedDecision`]):
+/// the chain is not replayed again.
+pub fn materialize_verified(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    verified: &VerifiedDecision,
+) -> Result<MaterializeOutcome, MaterializeError> {
+    let decision_id = verified.id();
+    let ProposalBody::Memory(proposal) = verified.proposal().body() else {
+        return Err(MaterializeError::NotAMemoryDecision {
+            decision: decision_id.clone(),
+        });
+    };
+    let trusted = Trusted {
+        proposal: verified.proposal().event().id().clone(),
+        decision: decision_id.clone(),
+        root: verified.proposal().event().event.root.clone(),
+        outcome: memory_outcome_id(decision_id)?,
+    };
+    if let Some(done) = existing_outcome(store, &trusted)? {
+        return Ok(done);
+    }
+    let Some(text) = accepted_text(verified, proposal)? else {
+        tracing::info!(decision = %decision_id, "rejected: nothing to materialize");
+        return Ok(MaterializeOutcome::Rejected);
+    };
+
+    let locked_root = root_identity(&config.root);
+    let lock = RootLock::acquire(&config.lock_dir, &lock_name(&config.root))?;
+    if let Some(done) = existing_outcome(store, &trusted)? {
+        lock.release()?;
+        return Ok(done);
+    }
+    let held = Held {
+        lock: &lock,
+        root: locked_root,
+    };
+    let outcome = match attempt(store, config, proposal, text, &held, &trusted) {
+        Ok(payload) => record(store, &trusted, &payload, |receipt, recorded| {
+            MaterializeOutcome::Materialized {
+                receipt,
+                payload: Box::new(payload.clone()),
+                recorded,
+            }
+        })?,
+        Err(Stop::Fail(reason)) => {
+            let payload = MaterializationFailed {
+                proposal_event_id: trusted.proposal.clone(),
+                decision_event_id: trusted.decision.clone(),
+                reason,
+            };
+            record(store, &trusted, &payload, |event, recorded| {
+                MaterializeOutcome::Failed {
+                    event,
+                    reason,
+                    recorded,
+                }
+            })?
+        }
+        // The lock is released on drop (only if it is still ours).
+        Err(Stop::Abort(e)) => return Err(e),
+    };
+    match &outcome {
+        MaterializeOutcome::Materialized {
+            receipt, recorded, ..
+        } => {
+            tracing::info!(decision = %decision_id, receipt = %receipt, ?recorded, "memory materialized");
+        }
+        MaterializeOutcome::Failed {
+            event,
+            reason,
+            recorded,
+        } => {
+            tracing::warn!(
+                decision = %decision_id,
+                event = %event,
+                reason = reason.as_str(),
+                ?recorded,
+                "memory materialization failed"
+            );
+        }
+        MaterializeOutcome::Rejected => {}
+    }
+    lock.release()?;
+    Ok(outcome)
+}
+
+/// The text to use, or `None` for a rejection.
+fn accepted_text<'a>(
+    verified: &'a VerifiedDecision,
+    proposal: &'a MemoryChangeProposed,
+) -> Result<Option<&'a str>, MaterializeError> {
+    let invalid = || {
+        MaterializeError::Decision(ProjectError::DecisionInvalid {
+            decision: verified.id().clone(),
+        })
+    };
+    match (
+        verified.decision().disposition,
+        verified.decision().replacement.as_deref(),
+    ) {
+        (Disposition::Reject, None) => Ok(None),
+        (Disposition::Accept, None) => Ok(Some(proposal.proposed_text.as_str())),
+        (Disposition::Edit, Some(text)) => Ok(Some(text)),
+        (Disposition::Reject | Disposition::Accept, Some(_)) | (Disposition::Edit, None) => {
+            Err(invalid())
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Steps 4–6 of [`super::materialize`]: the revalidation list of
+//! `docs/design.md §15`, each refusal a closed reason code, then the
+//! write, the scan and the verification of the new version.
+
+use stream_core::canon::sha256;
+use stream_core::ids::derive_version_id;
+use stream_core::payload::{
+    MaterializationFailure, MemoryChangeMaterialized, MemoryChangeProposed,
+};
+use stream_core::{MemoryPath, SourceName};
+use stream_store::{Read, Store, VersionRow};
+
+use super::MaterializeConfig;
+use super::compose::compose;
+use super::error::{Stop, fail};
+use super::outcome::Trusted;
+use super::root::Root;
+use super::verify::verify_new_version;
+use crate::frontmatter;
+use crate::lock::RootLock;
+use crate::scan::{ScanError, ScanLimits, scan_with_limits};
+
+/// The verified frozen base.
+struct Base {
+    row: VersionRow,
+    bytes: Vec<u8>,
+}
+
+/// Where the current pointer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pointer {
+    /// At the proposal's base version.
+    Base,
+    /// At the version this decision's bytes derive from the base: an
+    /// earlier attempt scanned and crashed before its receipt.
+    New,
+}
+
+/// What `memory.md` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnDisk {
+    /// The frozen base: write.
+    Base,
+    /// Exactly this decision's bytes: an earlier attempt renamed and
+    /// crashed; finish.
+    New,
+}
+
+/// The root lock and the root identity it was named after.
+pub(super) struct Held<'a> {
+    pub(super) lock: &'a RootLock,
+    pub(super) root: Option<(u64, u64)>,
+}
+
+/// Steps 4–6: revalidate, write, scan, verify. Returns the receipt payload.
+pub(super) fn attempt(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    proposal: &MemoryChangeProposed,
+    text: &str,
+    held: &Held<'_>,
+    trusted: &Trusted,
+) -> Result<MemoryChangeMaterialized, Stop> {
+    use MaterializationFailure as F;
+    let target = &proposal.target;
+    let context = SourceName::fixed(SourceName::CONTEXT);
+    if config.source != context || target.source != context {
+        return fail(F::Path);
+    }
+
+    let base = frozen_base(store, proposal)?;
+    let new = compose(proposal.operation, &base.bytes, text);
+    let new_sha = sha256(&new);
+    let new_version = if new == base.bytes {
+        base.row.id.clone()
+    } else {
+        derive_version_id(&target.document_id, &new_sha, Some(&base.row.id))
+            .map_err(|_| Stop::Fail(F::Content))?
+    };
+
+    // The root first (path, symlink), then a scan so that the store's
+    // pointer reflects the disk, and a root that cannot be scanned is refused
+    // before anything is written.
+    let root = Root::open(&config.root)?;
+    if held.root != Some((root.dev, root.ino)) {
+        // Replaced since the lock was named after it.
+        return fail(F::Path);
+    }
+    scan_root(store, config)?;
+    let pointer = match store.document(&target.document_id)? {
+        Some(doc) if doc.current_version.as_ref() == Some(&target.version_id) => Pointer::Base,
+        Some(doc) if doc.current_version.as_ref() == Some(&new_version) => Pointer::New,
+        Some(_) => return fail(F::StaleBase),
+        None => return fail(F::Content),
+    };
+
+    let cap = (base.bytes.len().max(new.len()) as u64).saturating_add(1);
+    let disk = root.read_memory(cap)?;
+    let on_disk = if disk == base.bytes && (pointer == Pointer::Base || new == base.bytes) {
+        OnDisk::Base
+    } else if disk == new {
+        OnDisk::New
+    } else {
+        return fail(F::StaleBase);
+    };
+
+    let old_fm = frontmatter::parse_bytes(&base.bytes).map_err(|_| Stop::Fail(F::Frontmatter))?;
+    let new_fm = frontmatter::parse_bytes(&new).map_err(|_| Stop::Fail(F::Frontmatter))?;
+    if old_fm.id() != new_fm.id() {
+        return fail(F::Frontmatter);
+    }
+    if new.len() as u64 > config.max_bytes {
+        return fail(F::Size);
+    }
+
+    match on_disk {
+        OnDisk::Base => root.replace_memory(&new, &base.bytes, cap, held.lock)?,
+        OnDisk::New => {
+            tracing::info!(
+                decision = %trusted.decision,
+                "memory.md already holds this decision's bytes; finishing"
+            );
+            root.settle_memory()?;
+        }
+    }
+
+    scan_root(store, config)?;
+    let file_event_id = verify_new_version(store, &config.source, &base.row, &new, &new_version)?;
+    Ok(MemoryChangeMaterialized {
+        proposal_event_id: trusted.proposal.clone(),
+        decision_event_id: trusted.decision.clone(),
+        source: config.source.clone(),
+        document_id: target.document_id.clone(),
+        base_version_id: base.row.id,
+        base_sha256: base.row.sha256,
+        new_version_id: new_version,
+        new_sha256: new_sha,
+        byte_count: new.len() as u64,
+        file_event_id,
+    })
+}
+
+/// Scans the exact configured source. A store error is transient (abort);
+/// any other refusal is the `scan` reason.
+fn scan_root(store: &dyn Store, config: &MaterializeConfig) -> Result<(), Stop> {
+    let limits = ScanLimits {
+        max_file_bytes: config.max_bytes.max(ScanLimits::DEFAULT_MAX_FILE_BYTES),
+        ..ScanLimits::default()
+    };
+    match scan_with_limits(store, &config.source, &config.root, &limits) {
+        Ok(_) => Ok(()),
+        Err(ScanError::Store(e)) => Err(e.into()),
+        Err(
+            ScanError::NotAFilesystemSource { .. }
+            | ScanError::RootMissing
+            | ScanError::RootIsSymlink
+            | ScanError::RootNotADirectory
+            | ScanError::Io(_)
+            | ScanError::TooManyEntries { .. }
+            | ScanError::TooManyNewBytes { .. }
+            | ScanError::Record(_),
+        ) => fail(MaterializationFailure::Scan),
+    }
+}
+
+/// The proposal's immutable base version: document, source, path, content
+/// type, size and hash, with the blob re-hashed.
+fn frozen_base(store: &dyn Read, proposal: &MemoryChangeProposed) -> Result<Base, Stop> {
+    let target = &proposal.target;
+    let content = || Stop::Fail(MaterializationFailure::Content);
+    let doc = store.document(&target.document_id)?.ok_or_else(content)?;
+    if doc.id != target.document_id || doc.source != target.source || doc.path != MemoryPath::VALUE
+    {
+        return Err(content());
+    }
+    let row = store.version(&target.version_id)?.ok_or_else(content)?;
+    if row.id != target.version_id
+        || row.document_id != target.document_id
+        || row.sha256 != target.sha256
+        || row.content_type != target.content_type.as_str()
+    {
+        return Err(content());
+    }
+    let bytes = store.blob(&row.sha256)?.ok_or_else(content)?;
+    if sha256(&bytes) != target.sha256 || bytes.len() as u64 != row.size {
+        return Err(content());
+    }
+    Ok(Base { row, bytes })
+}

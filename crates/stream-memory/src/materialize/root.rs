@@ -1,0 +1,238 @@
+//! The context root: its identity (which names its lock) and every file
+//! operation on `memory.md`, relative to one directory descriptor, never
+//! through a link.
+
+use std::io::{Read as _, Write as _};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::io::Errno;
+use stream_core::MemoryPath;
+use stream_core::canon::sha256;
+use stream_core::payload::MaterializationFailure;
+
+use super::error::{Stop, fail};
+use crate::lock::RootLock;
+
+/// The identity of a context root for its lock: the device and inode of
+/// the directory entry (not followed), so that every spelling of the path
+/// (relative, absolute, through `..`) names one lock.
+pub(super) fn root_identity(root: &Path) -> Option<(u64, u64)> {
+    rustix::fs::lstat(root)
+        .ok()
+        .map(|st| (dev_of(&st), st.st_ino))
+}
+
+/// The lock file name of a context root: by device and inode when the root
+/// exists, else by a digest of the path (nothing is written then). Carries
+/// no path.
+pub fn lock_name(root: &Path) -> String {
+    match root_identity(root) {
+        Some((dev, ino)) => format!("context-root-{dev:x}-{ino:x}.lock"),
+        None => {
+            let digest = sha256(root.as_os_str().as_encoded_bytes());
+            format!("context-root-{}.lock", digest.short(16))
+        }
+    }
+}
+
+/// The context root, opened once: every later file operation is relative
+/// to this descriptor and never follows a link.
+pub(super) struct Root {
+    fd: OwnedFd,
+    pub(super) dev: u64,
+    pub(super) ino: u64,
+}
+
+#[allow(clippy::useless_conversion)]
+fn dev_of(st: &rustix::fs::Stat) -> u64 {
+    u64::from(st.st_dev)
+}
+
+fn read_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC
+}
+
+impl Root {
+    /// The root must exist and be a real directory, not a symlink.
+    pub(super) fn open(path: &Path) -> Result<Self, Stop> {
+        use MaterializationFailure as F;
+        match rustix::fs::lstat(path) {
+            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory => {}
+                FileType::Symlink => return fail(F::Symlink),
+                FileType::RegularFile
+                | FileType::Fifo
+                | FileType::Socket
+                | FileType::CharacterDevice
+                | FileType::BlockDevice
+                | FileType::Unknown => return fail(F::Path),
+            },
+            Err(_) => return fail(F::Path),
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| match e {
+            Errno::LOOP => Stop::Fail(F::Symlink),
+            _ => Stop::Fail(F::Path),
+        })?;
+        let st = rustix::fs::fstat(&fd).map_err(|_| Stop::Fail(F::Path))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return fail(F::Path);
+        }
+        Ok(Self {
+            fd,
+            dev: dev_of(&st),
+            ino: st.st_ino,
+        })
+    }
+
+    /// Opens `memory.md`: a regular file on the root's filesystem, never
+    /// through a link.
+    fn open_memory(&self) -> Result<OwnedFd, Stop> {
+        use MaterializationFailure as F;
+        let name = MemoryPath::VALUE;
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                FileType::RegularFile => {}
+                FileType::Symlink => return fail(F::Symlink),
+                FileType::Directory
+                | FileType::Fifo
+                | FileType::Socket
+                | FileType::CharacterDevice
+                | FileType::BlockDevice
+                | FileType::Unknown => return fail(F::Path),
+            },
+            Err(_) => return fail(F::Path),
+        }
+        let fd =
+            rustix::fs::openat(&self.fd, name, read_flags(), Mode::empty()).map_err(
+                |e| match e {
+                    Errno::LOOP => Stop::Fail(F::Symlink),
+                    _ => Stop::Fail(F::Path),
+                },
+            )?;
+        let st = rustix::fs::fstat(&fd).map_err(|_| Stop::Fail(F::Path))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || dev_of(&st) != self.dev {
+            return fail(F::Path);
+        }
+        Ok(fd)
+    }
+
+    /// At most `cap` bytes of `memory.md` (more cannot match anything).
+    pub(super) fn read_memory(&self, cap: u64) -> Result<Vec<u8>, Stop> {
+        let fd = self.open_memory()?;
+        let mut bytes = Vec::new();
+        std::fs::File::from(fd)
+            .take(cap)
+            .read_to_end(&mut bytes)
+            .map_err(|_| Stop::Fail(MaterializationFailure::Path))?;
+        Ok(bytes)
+    }
+
+    /// Removes temporary files a crashed materializer left (the lock is
+    /// ours, so no live writer owns them).
+    fn remove_stale_temporaries(&self) {
+        let Ok(dir) = Dir::read_from(&self.fd) else {
+            return;
+        };
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let stale = name.to_str().is_ok_and(|n| {
+                n.starts_with(TEMP_PREFIX) && n.ends_with(".tmp") && n.len() > TEMP_PREFIX.len()
+            });
+            if stale {
+                let _ = rustix::fs::unlinkat(&self.fd, name, AtFlags::empty());
+            }
+        }
+    }
+
+    /// Writes `new` over `memory.md` atomically, owner-only.
+    pub(super) fn replace_memory(
+        &self,
+        new: &[u8],
+        base: &[u8],
+        cap: u64,
+        lock: &RootLock,
+    ) -> Result<(), Stop> {
+        use MaterializationFailure as F;
+        self.remove_stale_temporaries();
+        let tmp = format!("{TEMP_PREFIX}{}.tmp", lock.evidence().token);
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.fd, tmp.as_str(), flags, Mode::from_raw_mode(0o600))
+            .map_err(|_| Stop::Fail(F::Write))?;
+        let remove_tmp = || {
+            let _ = rustix::fs::unlinkat(&self.fd, tmp.as_str(), AtFlags::empty());
+        };
+        let written = (|| -> std::io::Result<()> {
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
+            let mut file = std::fs::File::from(fd);
+            file.write_all(new)?;
+            file.sync_all()?;
+            let st = rustix::fs::fstat(&file)?;
+            if st.st_mode & 0o7777 != 0o600 {
+                return Err(std::io::ErrorKind::PermissionDenied.into());
+            }
+            Ok(())
+        })();
+        if written.is_err() {
+            remove_tmp();
+            return fail(F::Write);
+        }
+        // A last look: a hand edit since the check is not overwritten.
+        match self.read_memory(cap) {
+            Ok(bytes) if bytes == base => {}
+            Ok(_) => {
+                remove_tmp();
+                return fail(F::StaleBase);
+            }
+            Err(stop) => {
+                remove_tmp();
+                return Err(stop);
+            }
+        }
+        if let Err(e) = lock.check() {
+            remove_tmp();
+            return Err(Stop::Abort(e.into()));
+        }
+        if rustix::fs::renameat(&self.fd, tmp.as_str(), &self.fd, MemoryPath::VALUE).is_err() {
+            remove_tmp();
+            return fail(F::Write);
+        }
+        rustix::fs::fsync(&self.fd).map_err(|_| Stop::Fail(F::Write))
+    }
+
+    /// Recovery: `memory.md` already holds the new bytes. Enforce 0600 and
+    /// make the earlier rename durable.
+    pub(super) fn settle_memory(&self) -> Result<(), Stop> {
+        let fd = self.open_memory()?;
+        let settled = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))
+            .and_then(|()| rustix::fs::fsync(&fd))
+            .and_then(|()| rustix::fs::fsync(&self.fd));
+        settled.map_err(|_| Stop::Fail(MaterializationFailure::Write))
+    }
+}
+
+/// Hidden (scans skip it): `.memory.md.<token>.tmp`.
+const TEMP_PREFIX: &str = ".memory.md.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_names_are_per_root_whatever_the_spelling_and_carry_no_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let b = dir.path().join("b");
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        assert_ne!(lock_name(&a), lock_name(&b));
+        assert_eq!(lock_name(&a), lock_name(&dir.path().join("b/../a/.")));
+        for name in [lock_name(&a), lock_name(Path::new("/srv/missing/context"))] {
+            assert!(!name.contains("srv") && !name.contains('/'), "{name}");
+            assert!(name.starts_with("context-root-") && name.ends_with(".lock"));
+        }
+    }
+}
