@@ -67,11 +67,25 @@ impl Tmpfs {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(!ready.exists(), "the mount is private to its namespace");
-        Some(Self {
+        let mut tmpfs = Self {
             holder,
             point: point.to_owned(),
             root,
-        })
+        };
+        // `thestream` must be able to enter the namespaces (nsenter, setns).
+        let pid = tmpfs.holder.id().to_string();
+        let entered = Command::new("nsenter")
+            .args(["-t", &pid, "-U", "-m", "--preserve-credentials", "true"])
+            .status();
+        match entered {
+            Ok(status) if status.success() => Some(tmpfs),
+            other => {
+                eprintln!("skipped: cannot enter the tmpfs's namespaces here: {other:?}");
+                let _ = tmpfs.holder.kill();
+                let _ = tmpfs.holder.wait();
+                None
+            }
+        }
     }
 
     /// Runs `thestream` in the stack's home, inside the mount's namespaces
