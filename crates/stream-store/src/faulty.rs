@@ -7,14 +7,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use stream_core::{
-    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent, VersionId,
-};
+use stream_core::{DocumentId, NewEvent, Sha256Hex, SnapshotId, SourceName, VersionId};
 
-use crate::{
-    AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
-    Tx, VersionRow,
-};
+use crate::{AppendOutcome, Progress, RunRow, Store, StoreError, Tx, VersionRow};
 
 /// Wraps a store; the write with index `fail_at` (0-based, counting every
 /// append, row write and commit across transactions) fails with
@@ -68,67 +63,8 @@ struct FaultyTx<'a, S> {
     owner: &'a FaultyStore<S>,
 }
 
-macro_rules! delegate_read {
-    ($t:ty, $s:ident => $inner:expr) => {
-        impl<S: Store> Read for $t {
-            fn event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
-                let $s = self;
-                $inner.event(id)
-            }
-            fn events(&self, q: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
-                let $s = self;
-                $inner.events(q)
-            }
-            fn source_head(&self, source: &SourceName) -> Result<u64, StoreError> {
-                let $s = self;
-                $inner.source_head(source)
-            }
-            fn sources(&self) -> Result<Vec<SourceName>, StoreError> {
-                let $s = self;
-                $inner.sources()
-            }
-            fn run(&self, id: &RunId) -> Result<Option<RunRow>, StoreError> {
-                let $s = self;
-                $inner.run(id)
-            }
-            fn runs_with_status(&self, status: RunStatus) -> Result<Vec<RunRow>, StoreError> {
-                let $s = self;
-                $inner.runs_with_status(status)
-            }
-            fn progress(&self, consumer: &str) -> Result<Option<Progress>, StoreError> {
-                let $s = self;
-                $inner.progress(consumer)
-            }
-            fn control(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
-                let $s = self;
-                $inner.control(key)
-            }
-            fn document(&self, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
-                let $s = self;
-                $inner.document(id)
-            }
-            fn documents(&self, source: &SourceName) -> Result<Vec<DocumentRow>, StoreError> {
-                let $s = self;
-                $inner.documents(source)
-            }
-            fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
-                let $s = self;
-                $inner.version(id)
-            }
-            fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
-                let $s = self;
-                $inner.blob(sha256)
-            }
-            fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError> {
-                let $s = self;
-                $inner.snapshot(id)
-            }
-        }
-    };
-}
-
-delegate_read!(FaultyStore<S>, s => s.inner);
-delegate_read!(FaultyTx<'_, S>, t => t.inner);
+crate::delegate_read!([S: Store] FaultyStore<S>, s => s.inner);
+crate::delegate_read!([S: Store] FaultyTx<'_, S>, t => t.inner);
 
 impl<S: Store> Store for FaultyStore<S> {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {

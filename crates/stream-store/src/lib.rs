@@ -17,10 +17,20 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod delegate;
 #[cfg(feature = "conformance")]
 pub mod faulty;
 mod migrate;
 mod parts;
+
+/// What [`delegate_read!`] names from other crates, so that its callers need
+/// not depend on them.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde_json;
+    pub use stream_core;
+}
+
 mod private;
 mod rows;
 mod sqlite;

@@ -13,13 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stream_core::{
-    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent, VersionId,
-};
-use stream_store::{
-    AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
-    Tx, VersionRow,
-};
+use stream_core::{DocumentId, NewEvent, Sha256Hex, SnapshotId, SourceName, VersionId};
+use stream_store::{AppendOutcome, Progress, RunRow, Store, StoreError, Tx, VersionRow};
 use tokio::sync::watch;
 
 /// How often a running serve asks the store whether another process
@@ -73,67 +68,8 @@ impl Signalling {
     }
 }
 
-macro_rules! delegate_read {
-    ($ty:ty, $s:ident => $inner:expr) => {
-        impl Read for $ty {
-            fn event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
-                let $s = self;
-                $inner.event(id)
-            }
-            fn events(&self, query: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
-                let $s = self;
-                $inner.events(query)
-            }
-            fn source_head(&self, source: &SourceName) -> Result<u64, StoreError> {
-                let $s = self;
-                $inner.source_head(source)
-            }
-            fn sources(&self) -> Result<Vec<SourceName>, StoreError> {
-                let $s = self;
-                $inner.sources()
-            }
-            fn run(&self, id: &RunId) -> Result<Option<RunRow>, StoreError> {
-                let $s = self;
-                $inner.run(id)
-            }
-            fn runs_with_status(&self, status: RunStatus) -> Result<Vec<RunRow>, StoreError> {
-                let $s = self;
-                $inner.runs_with_status(status)
-            }
-            fn progress(&self, consumer: &str) -> Result<Option<Progress>, StoreError> {
-                let $s = self;
-                $inner.progress(consumer)
-            }
-            fn control(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
-                let $s = self;
-                $inner.control(key)
-            }
-            fn document(&self, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
-                let $s = self;
-                $inner.document(id)
-            }
-            fn documents(&self, source: &SourceName) -> Result<Vec<DocumentRow>, StoreError> {
-                let $s = self;
-                $inner.documents(source)
-            }
-            fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
-                let $s = self;
-                $inner.version(id)
-            }
-            fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
-                let $s = self;
-                $inner.blob(sha256)
-            }
-            fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError> {
-                let $s = self;
-                $inner.snapshot(id)
-            }
-        }
-    };
-}
-
-delegate_read!(Signalling, s => s.inner);
-delegate_read!(SignallingTx<'_>, t => t.inner);
+stream_store::delegate_read!([] Signalling, s => s.inner);
+stream_store::delegate_read!([] SignallingTx<'_>, t => t.inner);
 
 impl Store for Signalling {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
