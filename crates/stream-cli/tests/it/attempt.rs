@@ -1,7 +1,6 @@
 //! The attempt as the parent sees it, end to end: the parent classifies a
 //! worker's failure itself, and the worker that runs is the worker hashed.
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -10,22 +9,7 @@ use stream_core::payload::ProviderApi;
 use stream_testkit::provider::{Reply, ScriptedCompletion};
 use stream_testkit::stack::Stack;
 
-use crate::common::stack;
-
-/// Points the config's `sandbox.worker` at `worker`.
-fn configure_worker(s: &Stack, worker: &Path) {
-    let path = s.path().join("thestream.toml");
-    let config = std::fs::read_to_string(&path).unwrap();
-    let start = config.find("worker = \"").unwrap();
-    let end = start + 10 + config[start + 10..].find('"').unwrap();
-    let config = format!(
-        "{}worker = \"{}{}",
-        &config[..start],
-        worker.display(),
-        &config[end..]
-    );
-    std::fs::write(path, config).unwrap();
-}
+use crate::common::{configure_worker, stack};
 
 /// The test worker misbehaving as `mode`, linked into the home.
 fn misbehaving(s: &Stack, mode: &str) -> std::path::PathBuf {

@@ -76,3 +76,18 @@ pub fn stack(api: stream_core::payload::ProviderApi) -> stream_testkit::stack::S
     )
     .unwrap()
 }
+
+/// Points the config's `sandbox.worker` at `worker`.
+pub fn configure_worker(s: &stream_testkit::stack::Stack, worker: &Path) {
+    let path = s.path().join("thestream.toml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    let start = config.find("worker = \"").unwrap();
+    let end = start + 10 + config[start + 10..].find('"').unwrap();
+    let config = format!(
+        "{}worker = \"{}{}",
+        &config[..start],
+        worker.display(),
+        &config[end..]
+    );
+    std::fs::write(path, config).unwrap();
+}

@@ -4,7 +4,7 @@
 //! CLI and the servers' records. Polling loops read the store file directly
 //! (read-only) to know when a step has happened.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use stream_telegram::{BotApi, BotToken, ClientOptions, WebhookSecret};
 use stream_testkit::provider::{Reply, ScriptedCompletion};
 use stream_testkit::stack::{BOT_TOKEN, OWNER, Stack};
 
-use crate::common::stack;
+use crate::common::{configure_worker, stack};
 
 mod refusals;
 
@@ -39,21 +39,6 @@ fn configure(s: &Stack, file: &str) {
     let path = s.path().join("thestream.toml");
     let config = std::fs::read_to_string(&path).unwrap();
     let config = config.replace(V17, file).replace(V18, file);
-    std::fs::write(path, config).unwrap();
-}
-
-/// Points the config's `sandbox.worker` at `worker`.
-fn configure_worker(s: &Stack, worker: &Path) {
-    let path = s.path().join("thestream.toml");
-    let config = std::fs::read_to_string(&path).unwrap();
-    let start = config.find("worker = \"").unwrap();
-    let end = start + 10 + config[start + 10..].find('"').unwrap();
-    let config = format!(
-        "{}worker = \"{}{}",
-        &config[..start],
-        worker.display(),
-        &config[end..]
-    );
     std::fs::write(path, config).unwrap();
 }
 
