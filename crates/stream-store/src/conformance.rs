@@ -16,11 +16,16 @@ use crate::{
 };
 
 /// Generates one `#[test]` per conformance function, each on `$fresh`
-/// (an expression yielding a fresh `Box<dyn Store>` or `impl Store`).
+/// (an expression yielding a fresh `Box<dyn Store>` or `impl Store`). With
+/// `optional:`, `$fresh` yields an `Option` and a test without a store
+/// returns at once (the expression says why it skipped).
 #[macro_export]
 macro_rules! conformance_suite {
-    ($fresh:expr) => {
-        $crate::conformance_suite!(@each $fresh;
+    (optional: $fresh:expr) => {
+        $crate::conformance_suite!(@names @optional $fresh);
+    };
+    (@names @$how:ident $fresh:expr) => {
+        $crate::conformance_suite!(@$how $fresh;
             insert_assigns_gap_free_seq_per_source,
             identical_append_converges,
             conflict_when_source_differs,
@@ -46,7 +51,7 @@ macro_rules! conformance_suite {
             payload_hash_must_match_bytes
         );
     };
-    (@each $fresh:expr; $($name:ident),*) => {
+    (@required $fresh:expr; $($name:ident),*) => {
         $(
             #[test]
             fn $name() {
@@ -54,6 +59,18 @@ macro_rules! conformance_suite {
                 $crate::conformance::$name(&store);
             }
         )*
+    };
+    (@optional $fresh:expr; $($name:ident),*) => {
+        $(
+            #[test]
+            fn $name() {
+                let Some(store) = $fresh else { return };
+                $crate::conformance::$name(&store);
+            }
+        )*
+    };
+    ($fresh:expr) => {
+        $crate::conformance_suite!(@names @required $fresh);
     };
 }
 

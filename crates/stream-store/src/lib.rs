@@ -22,6 +22,8 @@ mod delegate;
 pub mod faulty;
 mod migrate;
 mod parts;
+#[cfg(feature = "conformance")]
+pub mod pgtest;
 
 /// What [`delegate_read!`] names from other crates, so that its callers need
 /// not depend on them.
@@ -31,12 +33,14 @@ pub mod __private {
     pub use stream_core;
 }
 
+mod postgres;
 mod private;
 mod rows;
 mod sqlite;
 mod usage;
 
 pub use migrate::SCHEMA_VERSION;
+pub use postgres::{PG_SCHEMA_VERSION, PostgresStore};
 pub use rows::*;
 pub use sqlite::SqliteStore;
 pub use usage::StoreUsage;
@@ -126,6 +130,20 @@ pub enum StoreError {
     /// The backend failed.
     #[error("store backend error: {0}")]
     Backend(String),
+}
+
+/// The identity rule's comparison (docs/design.md §4): every envelope field
+/// and the payload hash. Backends call it inside the appending transaction.
+pub(crate) fn same_content(existing: &StoredEvent, new: &NewEvent) -> bool {
+    let e = &existing.event;
+    e.source == new.source
+        && e.event_type == new.event_type
+        && e.version == new.version
+        && e.authorship == new.authorship
+        && e.sensitive == new.sensitive
+        && e.root == new.root
+        && e.parent == new.parent
+        && e.payload_sha256 == new.payload_sha256
 }
 
 /// The result of one append, as docs/design.md §4 defines it.

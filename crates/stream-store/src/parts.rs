@@ -5,7 +5,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 use stream_core::canon::sha256;
-use stream_core::parts::{JoinError, join, join_unchecked, split};
+use stream_core::parts::{JoinError, Split, join, join_unchecked, split};
 use stream_core::{Sha256Hex, SnapshotId};
 
 use crate::sqlite::{backend, read_blob};
@@ -21,13 +21,10 @@ pub(crate) fn put_snapshot(
     id: &SnapshotId,
     bytes: &[u8],
 ) -> Result<(), StoreError> {
-    if sha256(bytes).as_str() != id.as_str() {
-        return Err(StoreError::SnapshotHash { id: id.clone() });
-    }
+    let split = checked_split(id, bytes)?;
     if snapshot_root(c, id)?.is_some() {
         return Ok(());
     }
-    let split = split(bytes);
     for (sha, part) in &split.parts {
         c.prepare_cached("INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)")
             .and_then(|mut s| s.execute(params![sha.as_str(), part]))
@@ -42,6 +39,14 @@ pub(crate) fn put_snapshot(
     )
     .map_err(backend)?;
     Ok(())
+}
+
+/// The parts of snapshot `id`; refuses bytes that do not hash to it.
+pub(crate) fn checked_split(id: &SnapshotId, bytes: &[u8]) -> Result<Split, StoreError> {
+    if sha256(bytes).as_str() != id.as_str() {
+        return Err(StoreError::SnapshotHash { id: id.clone() });
+    }
+    Ok(split(bytes))
 }
 
 fn snapshot_root(c: &Connection, id: &SnapshotId) -> Result<Option<String>, StoreError> {
@@ -64,12 +69,22 @@ pub(crate) fn read_snapshot(
         };
         return read_blob(c, &whole);
     };
+    reassemble(id, &root, |sha| read_blob(c, sha)).map(Some)
+}
+
+/// Joins the parts from `root` with `fetch` and checks them against `id`:
+/// the one home of the refusal rules every backend shares.
+pub(crate) fn reassemble(
+    id: &SnapshotId,
+    root: &str,
+    mut fetch: impl FnMut(&Sha256Hex) -> Result<Option<Vec<u8>>, StoreError>,
+) -> Result<Vec<u8>, StoreError> {
     let fault = |part: &Sha256Hex, fault| StoreError::SnapshotPart {
         id: id.clone(),
         part: part.to_string(),
         fault,
     };
-    let root = Sha256Hex::parse(&root).map_err(|_| StoreError::InvalidRow {
+    let root = Sha256Hex::parse(root).map_err(|_| StoreError::InvalidRow {
         what: format!("snapshot {id}"),
     })?;
     let refusal = |e| match e {
@@ -81,11 +96,10 @@ pub(crate) fn read_snapshot(
     };
     // The whole is checked against the id, which no altered part can
     // match; only then is each part hashed, to name the altered one.
-    let bytes =
-        join_unchecked(&root, MAX_SNAPSHOT_BYTES, |sha| read_blob(c, sha)).map_err(refusal)?;
+    let bytes = join_unchecked(&root, MAX_SNAPSHOT_BYTES, &mut fetch).map_err(refusal)?;
     if sha256(&bytes).as_str() == id.as_str() {
-        return Ok(Some(bytes));
+        return Ok(bytes);
     }
-    join(&root, MAX_SNAPSHOT_BYTES, |sha| read_blob(c, sha)).map_err(refusal)?;
+    join(&root, MAX_SNAPSHOT_BYTES, &mut fetch).map_err(refusal)?;
     Err(fault(&root, PartFault::Altered))
 }

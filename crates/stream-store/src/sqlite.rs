@@ -543,18 +543,6 @@ impl Drop for SqliteTx<'_> {
     }
 }
 
-fn same_content(existing: &StoredEvent, new: &NewEvent) -> bool {
-    let e = &existing.event;
-    e.source == new.source
-        && e.event_type == new.event_type
-        && e.version == new.version
-        && e.authorship == new.authorship
-        && e.sensitive == new.sensitive
-        && e.root == new.root
-        && e.parent == new.parent
-        && e.payload_sha256 == new.payload_sha256
-}
-
 impl Tx for SqliteTx<'_> {
     fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
         // Refuse an envelope whose hash does not match its bytes: the
@@ -563,7 +551,7 @@ impl Tx for SqliteTx<'_> {
             return Err(invalid("payload hash"));
         }
         if let Some(existing) = read_event(&self.conn, &event.id)? {
-            return Ok(if same_content(&existing, event) {
+            return Ok(if crate::same_content(&existing, event) {
                 AppendOutcome::Converged { seq: existing.seq }
             } else {
                 AppendOutcome::Conflict

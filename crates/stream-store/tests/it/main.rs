@@ -1,11 +1,13 @@
-//! Integration tests of the SQLite backend: the conformance suite, plus the
-//! process-level tests only a real file can answer (racing processes,
-//! SIGKILL mid-transaction, corrupt, foreign and newer files).
+//! Integration tests of both backends: the conformance suite on each, plus
+//! the process-level tests only a real file or server can answer (racing
+//! processes, SIGKILL mid-transaction, a dropped connection, corrupt,
+//! foreign and newer stores).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 mod migration;
+mod postgres;
 mod processes;
 mod refusals;
 

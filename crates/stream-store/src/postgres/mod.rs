@@ -1,0 +1,317 @@
+//! The PostgreSQL backend: the same rules as SQLite on a server, for a bot
+//! whose decisions are made from other machines (docs/design.md §4).
+//!
+//! Two connections, each on its own thread ([`session`]): a reader for the
+//! store's reads, which `LISTEN`s for commits ([`Store::data_version`]),
+//! and a writer holding one transaction at a time. Appends lock their
+//! source's head row, so `seq` is gap-free and commits in order per source;
+//! every commit `NOTIFY`s, so a `serve` elsewhere notices a decision.
+
+mod connect;
+mod read;
+mod schema;
+mod session;
+mod write;
+
+use std::sync::{Mutex, MutexGuard};
+
+use fallible_iterator::FallibleIterator;
+
+use stream_core::{
+    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent, VersionId,
+};
+
+pub use schema::PG_SCHEMA_VERSION;
+
+use connect::Connector;
+use session::Session;
+
+use crate::{
+    AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
+    Tx, VersionRow,
+};
+
+/// The notification channel every commit signals.
+const COMMITS: &str = "thestream_commit";
+
+/// A client error as text: the SQLSTATE and the server's primary message,
+/// never its detail (which can quote row values, i.e. content).
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
+pub(crate) fn backend(e: postgres::Error) -> StoreError {
+    StoreError::Backend(format!("postgres: {}", describe(&e)))
+}
+
+/// A store in one PostgreSQL database.
+pub struct PostgresStore {
+    label: String,
+    reader: Session,
+    writer: Mutex<Session>,
+    /// Commit notifications seen by the reader so far.
+    commits: Mutex<u64>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("database", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (a libpq URL or key/value string;
+    /// TLS when its `sslmode` asks for it) and applies migrations. Refuses,
+    /// writing nothing, a database holding other tables and a newer schema.
+    /// No error repeats the URL.
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        let connector = Connector::parse(url)?;
+        let label = connector.label().to_owned();
+        let writer = Session::open(connector.clone())?;
+        let schema_label = label.clone();
+        writer.call(move |c| schema::migrate(c.client()?, &schema_label))?;
+        let reader = Session::open(connector.with_setup("LISTEN thestream_commit"))?;
+        Ok(Self {
+            label,
+            reader,
+            writer: Mutex::new(writer),
+            commits: Mutex::new(0),
+        })
+    }
+
+    /// `postgres://host:port/dbname`, for messages (no user, no password).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock means a thread panicked mid-call; the connection
+    // thread is unaffected and a transaction left open was rolled back.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs a read on the reader outside any transaction, or on the writer
+/// inside the caller's.
+trait Exec {
+    fn exec<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut session::Conn) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError>;
+}
+
+impl Exec for PostgresStore {
+    fn exec<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut session::Conn) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        self.reader.call(f)
+    }
+}
+
+impl Exec for PgTx<'_> {
+    fn exec<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut session::Conn) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let generation = self.generation;
+        self.session.call(move |c| {
+            c.in_transaction(generation)?;
+            f(c)
+        })
+    }
+}
+
+macro_rules! impl_read {
+    ($ty:ty) => {
+        impl Read for $ty {
+            fn event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
+                let id = id.clone();
+                self.exec(move |c| read::read_event(c, &id))
+            }
+            fn events(&self, query: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
+                let query = query.clone();
+                self.exec(move |c| read::read_events(c, &query))
+            }
+            fn source_head(&self, source: &SourceName) -> Result<u64, StoreError> {
+                let source = source.clone();
+                self.exec(move |c| read::read_head(c, &source))
+            }
+            fn sources(&self) -> Result<Vec<SourceName>, StoreError> {
+                self.exec(read::read_sources)
+            }
+            fn run(&self, id: &RunId) -> Result<Option<RunRow>, StoreError> {
+                let id = id.clone();
+                self.exec(move |c| read::read_run(c, &id))
+            }
+            fn runs_with_status(&self, status: RunStatus) -> Result<Vec<RunRow>, StoreError> {
+                self.exec(move |c| read::read_runs_with_status(c, status))
+            }
+            fn progress(&self, consumer: &str) -> Result<Option<Progress>, StoreError> {
+                let consumer = consumer.to_owned();
+                self.exec(move |c| read::read_progress(c, &consumer))
+            }
+            fn control(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
+                let key = key.to_owned();
+                self.exec(move |c| read::read_control(c, &key))
+            }
+            fn document(&self, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
+                let id = id.clone();
+                self.exec(move |c| read::read_document(c, &id))
+            }
+            fn documents(&self, source: &SourceName) -> Result<Vec<DocumentRow>, StoreError> {
+                let source = source.clone();
+                self.exec(move |c| read::read_documents(c, &source))
+            }
+            fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
+                let id = id.clone();
+                self.exec(move |c| read::read_version(c, &id))
+            }
+            fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
+                let sha256 = sha256.clone();
+                self.exec(move |c| read::read_blob(c, &sha256))
+            }
+            fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError> {
+                let id = id.clone();
+                self.exec(move |c| read::read_snapshot(c, &id))
+            }
+        }
+    };
+}
+
+impl_read!(PostgresStore);
+impl_read!(PgTx<'_>);
+
+impl Store for PostgresStore {
+    fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        let session = lock(&self.writer);
+        let generation = session.call(|c| {
+            c.client()?.batch_execute("BEGIN").map_err(backend)?;
+            Ok(c.generation())
+        })?;
+        Ok(Box::new(PgTx {
+            session,
+            generation,
+            finished: false,
+        }))
+    }
+
+    /// Counts the commit notifications the reader has received: every
+    /// commit through any store on this database sends one.
+    fn data_version(&self) -> Result<u64, StoreError> {
+        let seen = self.reader.call(|c| {
+            let client = c.client()?;
+            // An empty round trip: the nonblocking iterator below does not
+            // drive the socket itself, this reads what the server sent.
+            client.batch_execute("").map_err(backend)?;
+            let mut notifications = client.notifications();
+            let mut seen = 0u64;
+            let mut iter = notifications.iter();
+            while let Some(n) = iter.next().map_err(backend)? {
+                if n.channel() == COMMITS {
+                    seen += 1;
+                }
+            }
+            Ok(seen)
+        })?;
+        let mut commits = lock(&self.commits);
+        *commits = commits.wrapping_add(seen);
+        Ok(*commits)
+    }
+}
+
+/// An open transaction on the writer connection.
+struct PgTx<'a> {
+    session: MutexGuard<'a, Session>,
+    generation: u64,
+    finished: bool,
+}
+
+impl Drop for PgTx<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Queued before the guard is released, so it runs before the
+            // next BEGIN; a lost connection has rolled back already.
+            self.session.queue(|c| {
+                if let Ok(client) = c.client() {
+                    let _ = client.batch_execute("ROLLBACK");
+                }
+            });
+        }
+    }
+}
+
+impl Tx for PgTx<'_> {
+    fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
+        let event = event.clone();
+        self.exec(move |c| write::append(c, &event))
+    }
+
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
+        let bytes = bytes.to_vec();
+        self.exec(move |c| write::put_blob(c, &bytes))
+    }
+
+    fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
+        let (id, bytes) = (id.clone(), bytes.to_vec());
+        self.exec(move |c| write::put_snapshot(c, &id, &bytes))
+    }
+
+    fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError> {
+        let run = run.clone();
+        self.exec(move |c| write::put_run(c, &run))
+    }
+
+    fn set_progress(&mut self, consumer: &str, progress: &Progress) -> Result<(), StoreError> {
+        let (consumer, progress) = (consumer.to_owned(), progress.clone());
+        self.exec(move |c| write::set_progress(c, &consumer, &progress))
+    }
+
+    fn set_control(&mut self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
+        let (key, value) = (key.to_owned(), value.clone());
+        self.exec(move |c| write::set_control(c, &key, &value))
+    }
+
+    fn ensure_document(
+        &mut self,
+        id: &DocumentId,
+        source: &SourceName,
+        path: &str,
+    ) -> Result<(), StoreError> {
+        let (id, source, path) = (id.clone(), source.clone(), path.to_owned());
+        self.exec(move |c| write::ensure_document(c, &id, &source, &path))
+    }
+
+    fn insert_version(&mut self, version: &VersionRow) -> Result<(), StoreError> {
+        let version = version.clone();
+        self.exec(move |c| write::insert_version(c, &version))
+    }
+
+    fn set_current_version(
+        &mut self,
+        doc: &DocumentId,
+        version: &VersionId,
+    ) -> Result<(), StoreError> {
+        let (doc, version) = (doc.clone(), version.clone());
+        self.exec(move |c| write::set_current_version(c, &doc, &version))
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        let generation = self.generation;
+        let result = self.session.call(move |c| {
+            let client = c.in_transaction(generation)?;
+            client
+                .batch_execute("NOTIFY thestream_commit; COMMIT")
+                .map_err(backend)
+        });
+        // On a failed COMMIT the server has rolled back; Drop's ROLLBACK
+        // is then a harmless warning.
+        self.finished = result.is_ok();
+        result
+    }
+}

@@ -1,0 +1,156 @@
+//! The PostgreSQL schema, versioned and applied at open under an advisory
+//! lock, so two processes opening one empty database create it once.
+
+use postgres::Client;
+
+use super::backend;
+use crate::StoreError;
+
+/// `pg_advisory_xact_lock` key of schema changes ("tStr", as SQLite's
+/// application id).
+const SCHEMA_LOCK: i64 = 0x7453_7472;
+
+/// The application name in `thestream_schema`.
+const APPLICATION: &str = "thestream";
+
+/// Schema steps, applied in order. Index + 1 is the version after it.
+/// Never edit a shipped step.
+const MIGRATIONS: &[&str] = &[
+    // 1: everything the SQLite schema 3 holds, plus per-source heads.
+    r#"
+    CREATE TABLE thestream_schema (
+        application TEXT NOT NULL,
+        version     INTEGER NOT NULL
+    );
+    CREATE TABLE events (
+        pos            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id             TEXT NOT NULL UNIQUE,
+        source         TEXT NOT NULL,
+        seq            BIGINT NOT NULL,
+        type           TEXT NOT NULL,
+        version        INTEGER NOT NULL,
+        authorship     TEXT NOT NULL,
+        sensitive      BOOLEAN NOT NULL,
+        root           TEXT,
+        parent         TEXT,
+        payload        BYTEA NOT NULL,
+        payload_sha256 TEXT NOT NULL,
+        recorded_at    BIGINT NOT NULL,
+        UNIQUE (source, seq)
+    );
+    CREATE INDEX events_by_type ON events (type, pos);
+    CREATE INDEX events_by_root ON events (root, pos);
+    CREATE INDEX events_by_parent ON events (parent, pos);
+    -- The gap-free per-source counter: locked by the appending transaction.
+    CREATE TABLE source_heads (
+        source TEXT PRIMARY KEY,
+        head   BIGINT NOT NULL
+    );
+    CREATE TABLE blobs (
+        sha256 TEXT PRIMARY KEY,
+        bytes  BYTEA NOT NULL
+    );
+    CREATE TABLE documents (
+        doc_id          TEXT PRIMARY KEY,
+        source          TEXT NOT NULL,
+        path            TEXT NOT NULL,
+        current_version TEXT,
+        UNIQUE (source, path)
+    );
+    CREATE TABLE document_versions (
+        version_id   TEXT PRIMARY KEY,
+        doc_id       TEXT NOT NULL REFERENCES documents (doc_id),
+        sha256       TEXT NOT NULL REFERENCES blobs (sha256),
+        size         BIGINT NOT NULL,
+        content_type TEXT NOT NULL,
+        prev_version TEXT
+    );
+    CREATE TABLE runs (
+        pos           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id        TEXT NOT NULL UNIQUE,
+        agent_id      TEXT NOT NULL,
+        agent_version INTEGER NOT NULL,
+        trigger_event TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        attempts      INTEGER NOT NULL,
+        snapshot_id   TEXT
+    );
+    CREATE INDEX runs_by_status ON runs (status, pos);
+    CREATE TABLE progress (
+        consumer TEXT PRIMARY KEY,
+        source   TEXT NOT NULL,
+        seq      BIGINT NOT NULL
+    );
+    CREATE TABLE controls (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE snapshots (
+        id   TEXT PRIMARY KEY,
+        root TEXT NOT NULL REFERENCES blobs (sha256)
+    );
+    CREATE TABLE snapshot_parts (
+        sha256 TEXT PRIMARY KEY REFERENCES blobs (sha256)
+    );
+    INSERT INTO thestream_schema (application, version) VALUES ('thestream', 0);
+    "#,
+];
+
+/// The newest PostgreSQL schema version this build knows.
+pub const PG_SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Applies missing steps. Refuses, writing nothing, a database holding
+/// other tables and no thestream schema, and a newer schema.
+pub(crate) fn migrate(client: &mut Client, label: &str) -> Result<(), StoreError> {
+    let mut tx = client.transaction().map_err(backend)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .map_err(backend)?;
+    let found = current_version(&mut tx, label)?;
+    let supported = PG_SCHEMA_VERSION;
+    if found > supported {
+        return Err(StoreError::NewerSchema { found, supported });
+    }
+    for (index, step) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.batch_execute(step).map_err(backend)?;
+        let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
+        tx.execute("UPDATE thestream_schema SET version = $1", &[&version])
+            .map_err(backend)?;
+    }
+    tx.commit().map_err(backend)
+}
+
+/// The schema version in the database: 0 when it is empty.
+fn current_version(tx: &mut postgres::Transaction<'_>, label: &str) -> Result<u32, StoreError> {
+    let foreign = || StoreError::ForeignDatabase {
+        path: label.to_owned(),
+    };
+    let ours: bool = tx
+        .query_one("SELECT to_regclass('thestream_schema') IS NOT NULL", &[])
+        .map_err(backend)?
+        .get(0);
+    if !ours {
+        let tables: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM information_schema.tables \
+                 WHERE table_schema = current_schema()",
+                &[],
+            )
+            .map_err(backend)?
+            .get(0);
+        return if tables == 0 { Ok(0) } else { Err(foreign()) };
+    }
+    let rows = tx
+        .query("SELECT application, version FROM thestream_schema", &[])
+        .map_err(backend)?;
+    match rows.as_slice() {
+        [row] => {
+            let application: String = row.get(0);
+            let version: i32 = row.get(1);
+            if application != APPLICATION {
+                return Err(foreign());
+            }
+            u32::try_from(version).map_err(|_| foreign())
+        }
+        _ => Err(foreign()),
+    }
+}
