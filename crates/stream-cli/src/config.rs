@@ -28,6 +28,14 @@ pub enum ConfigError {
         /// The parser's message, naming the key and its line.
         message: String,
     },
+    /// A command that needs the context root, with a review-only config.
+    #[error(
+        "{what} needs the context root, and this config has no [context] section (review-only)"
+    )]
+    ReviewOnly {
+        /// The command.
+        what: String,
+    },
 }
 
 /// Telegram ingress mode.
@@ -50,6 +58,31 @@ pub struct ContextConfig {
     /// The largest `memory.md` a materialization may produce.
     #[serde(default = "default_max_memory_bytes")]
     pub max_memory_bytes: u64,
+}
+
+/// Which store backend holds the events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    /// One SQLite file in the data dir (the default).
+    #[default]
+    Sqlite,
+    /// A PostgreSQL database, its URL in the environment.
+    Postgres,
+}
+
+/// `[store]` (optional).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// The backend.
+    #[serde(default)]
+    pub backend: StoreBackend,
+    /// With `postgres`: the NAME of the environment variable holding the
+    /// database URL (which holds a password: never in this file, never
+    /// logged).
+    #[serde(default = "default_url_env")]
+    pub url_env: String,
 }
 
 /// `[telegram]`.
@@ -131,9 +164,13 @@ pub struct Config {
     /// Store, blobs and locks.
     #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
-    /// `[context]`.
-    #[serde(default = "ContextConfig::default")]
-    pub context: ContextConfig,
+    /// `[store]`.
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// `[context]`; absent in a review-only config (a machine that lists,
+    /// shows, decides and exports, but holds no `memory.md`).
+    #[serde(default)]
+    pub context: Option<ContextConfig>,
     /// `[telegram]`.
     #[serde(default = "TelegramConfig::default")]
     pub telegram: TelegramConfig,
@@ -150,6 +187,9 @@ pub struct Config {
 
 fn default_data_dir() -> PathBuf {
     ".thestream".into()
+}
+fn default_url_env() -> String {
+    "THESTREAM_DATABASE_URL".into()
 }
 fn default_context_root() -> PathBuf {
     "context".into()
@@ -197,6 +237,15 @@ impl Default for ContextConfig {
     }
 }
 
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            backend: StoreBackend::Sqlite,
+            url_env: default_url_env(),
+        }
+    }
+}
+
 impl Default for TelegramConfig {
     fn default() -> Self {
         Self {
@@ -235,7 +284,11 @@ impl Default for AgentConfig {
 pub const TEMPLATE: &str = r#"# thestream configuration. Relative paths resolve against this file's folder.
 data_dir = ".thestream"                  # store, blobs, locks
 
-[context]
+[store]
+backend = "sqlite"                       # or "postgres": see docs/postgres.md
+url_env = "THESTREAM_DATABASE_URL"       # postgres: the NAME of the variable holding the URL
+
+[context]                                # leave out on a review-only machine
 root = "context"                         # holds memory.md
 max_memory_bytes = 262144
 
@@ -274,12 +327,9 @@ impl Config {
         let optional = [
             config.agent.replies.as_mut(),
             config.sandbox.worker.as_mut(),
+            config.context.as_mut().map(|c| &mut c.root),
         ];
-        let required = [
-            &mut config.data_dir,
-            &mut config.context.root,
-            &mut config.agent.declaration,
-        ];
+        let required = [&mut config.data_dir, &mut config.agent.declaration];
         for p in required.into_iter().chain(optional.into_iter().flatten()) {
             if p.is_relative() {
                 *p = base.join(&*p);
@@ -297,6 +347,16 @@ impl Config {
         Self::parse(&text, path)
     }
 
+    /// `[context]`, or a usage error naming `what` needs it: a review-only
+    /// config holds no `memory.md`.
+    pub fn context(&self, what: &str) -> Result<&ContextConfig, ConfigError> {
+        self.context
+            .as_ref()
+            .ok_or_else(|| ConfigError::ReviewOnly {
+                what: what.to_owned(),
+            })
+    }
+
     /// The store file inside the data dir.
     pub fn store_path(&self) -> PathBuf {
         self.data_dir.join("store.db")
@@ -311,8 +371,11 @@ mod tests {
     fn template_parses_to_the_defaults() {
         let config = Config::parse(TEMPLATE, Path::new("/srv/bot/thestream.toml")).unwrap();
         assert_eq!(config.data_dir, Path::new("/srv/bot/.thestream"));
-        assert_eq!(config.context.root, Path::new("/srv/bot/context"));
-        assert_eq!(config.context.max_memory_bytes, 262_144);
+        let context = config.context.as_ref().unwrap();
+        assert_eq!(context.root, Path::new("/srv/bot/context"));
+        assert_eq!(context.max_memory_bytes, 262_144);
+        assert_eq!(config.store.backend, StoreBackend::Sqlite);
+        assert_eq!(config.store.url_env, "THESTREAM_DATABASE_URL");
         assert_eq!(config.telegram.mode, TelegramMode::Polling);
         assert_eq!(
             config.agent.declaration,
@@ -343,6 +406,30 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("mode"), "{err}");
+    }
+
+    #[test]
+    fn a_config_without_context_is_review_only_and_store_keys_are_checked() {
+        let config = Config::parse(
+            "[store]\nbackend = \"postgres\"\nurl_env = \"DB\"\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        assert!(config.context.is_none());
+        assert_eq!(config.store.backend, StoreBackend::Postgres);
+        assert_eq!(config.store.url_env, "DB");
+        for bad in [
+            "[store]\nbackend = \"mysql\"\n",
+            "[store]\nurl = \"postgres://\"\n",
+        ] {
+            let err = Config::parse(bad, Path::new("t.toml")).unwrap_err();
+            assert!(
+                err.to_string().contains("store")
+                    || err.to_string().contains("backend")
+                    || err.to_string().contains("url"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 mod cmd;
 mod config;
 mod exit;
+mod store;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

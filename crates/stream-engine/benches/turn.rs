@@ -69,6 +69,7 @@ fn main() {
     let settings = EngineSettings {
         context_root: context,
         max_memory_bytes: 262_144,
+        lock_dir: dir.path().join("locks"),
         telegram_api_base_url: telegram.base_url(),
         bot_token_env: "BENCH_BOT_TOKEN".into(),
         owner_user_id: OWNER,

@@ -327,6 +327,11 @@ impl Engine {
         &self.worker_bundle
     }
 
+    /// The settings it was built with.
+    pub fn settings(&self) -> &EngineSettings {
+        &self.settings
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store

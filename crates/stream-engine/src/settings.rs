@@ -44,6 +44,9 @@ pub struct EngineSettings {
     pub context_root: PathBuf,
     /// The largest `memory.md` a materialization may produce (also the scan cap).
     pub max_memory_bytes: u64,
+    /// The data dir's `locks/` folder (the materializer's root lock): a
+    /// running serve materializes memory decisions recorded elsewhere.
+    pub lock_dir: PathBuf,
     /// Bot API base URL.
     pub telegram_api_base_url: String,
     /// The NAME of the environment variable holding the bot token.

@@ -37,6 +37,8 @@ pub struct Stack {
     /// The wire format configured.
     pub api: ProviderApi,
     thestream: PathBuf,
+    /// With [`Stack::use_postgres`]: the database URL `thestream` is given.
+    database_url: Option<String>,
     next_message_id: AtomicI64,
     // Runs the fake Bot API; dropped last.
     runtime: tokio::runtime::Runtime,
@@ -87,6 +89,7 @@ impl Stack {
             provider,
             api,
             thestream: thestream.to_owned(),
+            database_url: None,
             next_message_id: AtomicI64::new(1000),
             runtime,
         };
@@ -113,6 +116,26 @@ impl Stack {
         let config = format!("{config}\n[sandbox]\nworker = \"{}\"\n", worker.display());
         std::fs::write(&config_path, config)?;
         Ok(stack)
+    }
+
+    /// Switches the home to the PostgreSQL store at `url` (an empty
+    /// database): the config names `THESTREAM_DATABASE_URL`, which every
+    /// command run from now on is given.
+    pub fn use_postgres(&mut self, url: &str) -> std::io::Result<()> {
+        let config_path = self.home.path().join("thestream.toml");
+        let config = std::fs::read_to_string(&config_path)?;
+        let switched = config.replace("backend = \"sqlite\"", "backend = \"postgres\"");
+        if switched == config {
+            return Err(io("the config has no `backend = \"sqlite\"` to switch"));
+        }
+        std::fs::write(&config_path, switched)?;
+        self.database_url = Some(url.to_owned());
+        Ok(())
+    }
+
+    /// The database URL of [`Stack::use_postgres`], if any.
+    pub fn database_url(&self) -> Option<&str> {
+        self.database_url.as_deref()
     }
 
     /// The home folder.
@@ -145,6 +168,9 @@ impl Stack {
             .env("TELEGRAM_BOT_TOKEN", BOT_TOKEN)
             .env(key_env, API_KEY)
             .env("THESTREAM_LOG", "info");
+        if let Some(url) = &self.database_url {
+            cmd.env("THESTREAM_DATABASE_URL", url);
+        }
         cmd
     }
 

@@ -73,6 +73,11 @@ fn runtime(what: &str, path: &Path, e: impl std::fmt::Display) -> Failure {
 /// Runs `backup`.
 pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
     let config = ctx.config()?;
+    if config.store.backend == crate::config::StoreBackend::Postgres {
+        return Err(Failure::usage(anyhow!(
+            "a PostgreSQL store is backed up with pg_dump (docs/backup.md), not with `backup`"
+        )));
+    }
     let folder = checked_folder(&args.output, args.force)?;
     let source = config.store_path();
     if !source.is_file() {
@@ -95,7 +100,10 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
             .mode(0o600)
             .open(&temp)
             .map_err(|e| runtime("cannot create", &temp, e))?;
-        store
+        let crate::store::OpenedStore::Sqlite(sqlite) = &store else {
+            return Err(Failure::usage(anyhow!("backup copies a SQLite store only")));
+        };
+        sqlite
             .backup_into(&temp)
             .map_err(|e| runtime("cannot copy the store into", &temp, e))?;
         let file = OpenOptions::new()

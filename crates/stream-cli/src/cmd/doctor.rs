@@ -91,7 +91,14 @@ fn checks(ctx: &Ctx) -> Vec<Check> {
     )];
     out.push(owner(&config));
     out.push(private_dir("data-dir", &config.data_dir, true));
-    out.push(private_dir("context-root", &config.context.root, false));
+    out.push(store(&config));
+    out.push(match &config.context {
+        Some(context) => private_dir("context-root", &context.root, false),
+        None => ok(
+            "context-root",
+            "none: a review-only config (decisions are materialized by the serve that holds memory.md)",
+        ),
+    });
     out.extend(sandbox(&config));
     out.push(secrets(&config));
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -242,10 +249,50 @@ fn sandbox(config: &Config) -> Vec<Check> {
     ]
 }
 
+/// The store opens: the SQLite file (when it exists: doctor never creates
+/// it), or the PostgreSQL database (reachable, ours, migrated).
+fn store(config: &Config) -> Check {
+    use crate::config::StoreBackend;
+    use crate::store::OpenedStore;
+    if config.store.backend == StoreBackend::Sqlite && !config.store_path().is_file() {
+        return ok(
+            "store",
+            format!(
+                "sqlite: {} will be created by serve",
+                config.store_path().display()
+            ),
+        );
+    }
+    match super::open_store(config) {
+        Ok(OpenedStore::Sqlite(s)) => ok("store", format!("sqlite: {}", s.path().display())),
+        Ok(OpenedStore::Postgres(p)) => ok(
+            "store",
+            format!(
+                "postgres: {} (schema {})",
+                p.label(),
+                stream_store::PG_SCHEMA_VERSION
+            ),
+        ),
+        Err(failure) => fail(
+            "store",
+            format!("{:#}", failure.error()),
+            match config.store.backend {
+                StoreBackend::Sqlite => {
+                    "point data_dir at a thestream store, or restore one from a backup (docs/backup.md)"
+                }
+                StoreBackend::Postgres => {
+                    "check the URL in the variable [store] url_env names, and that the server is reachable"
+                }
+            },
+        ),
+    }
+}
+
 /// The worker bundle a live `serve` of this store executes (its sealed copy
 /// from start), if one runs. Doctor never creates the store to ask.
 fn running_bundle(config: &Config) -> Option<stream_core::Sha256Hex> {
-    if !config.store_path().is_file() {
+    if config.store.backend == crate::config::StoreBackend::Sqlite && !config.store_path().is_file()
+    {
         return None;
     }
     let store = super::open_store(config).ok()?;

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use stream_core::payload::MaterializationFailure;
+use stream_core::payload::{Disposition, MaterializationFailure};
 use stream_core::{EventId, SourceName};
 use stream_memory::lock::LockError;
 use stream_memory::materialize::{
@@ -17,14 +17,16 @@ use stream_store::Store;
 use crate::config::Config;
 use crate::exit::Failure;
 
-/// The materializer's configuration, from the operator's config only.
-pub fn materialize_config(config: &Config) -> MaterializeConfig {
-    MaterializeConfig {
-        root: config.context.root.clone(),
+/// The materializer's configuration, from the operator's config only;
+/// `None` for a review-only config (no `[context]`).
+pub fn materialize_config(config: &Config) -> Option<MaterializeConfig> {
+    let context = config.context.as_ref()?;
+    Some(MaterializeConfig {
+        root: context.root.clone(),
         source: SourceName::fixed(SourceName::CONTEXT),
-        max_bytes: config.context.max_memory_bytes,
+        max_bytes: context.max_memory_bytes,
         lock_dir: config.data_dir.join("locks"),
-    }
+    })
 }
 
 /// The exit code a recorded failure maps to: the base moved (3, conflict),
@@ -92,9 +94,20 @@ pub fn project_memory(
     config: &Config,
     decision: &VerifiedDecision,
 ) -> Result<MemoryStatus, Failure> {
+    let Some(materialize) = materialize_config(config) else {
+        // A review-only config: the decision is recorded; the serve that
+        // holds memory.md materializes it (docs/design.md §19).
+        match decision.decision().disposition {
+            Disposition::Reject => println!("rejected: memory.md not changed"),
+            Disposition::Accept | Disposition::Edit => {
+                println!("recorded; will be materialized by the serve that holds memory.md")
+            }
+        }
+        return Ok(MemoryStatus::Settled);
+    };
     let started = Instant::now();
     let outcome = loop {
-        match materialize_verified(store, &materialize_config(config), decision) {
+        match materialize_verified(store, &materialize, decision) {
             Err(MaterializeError::Lock(LockError::Held { .. }))
                 if started.elapsed() < LOCK_WAIT =>
             {

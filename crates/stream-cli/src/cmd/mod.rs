@@ -19,16 +19,25 @@ pub mod telegram_menu_register;
 
 use std::path::Path;
 
-use stream_store::SqliteStore;
+use stream_store::{PostgresStore, SqliteStore};
 
-use crate::config::Config;
+use crate::config::{Config, StoreBackend};
 use crate::exit::Failure;
+use crate::store::OpenedStore;
 
-/// Opens the configured store in its private data dir (the store makes its
-/// own files owner-only).
-pub fn open_store(config: &Config) -> Result<SqliteStore, Failure> {
+/// Opens the configured store: the SQLite file in the private data dir
+/// (the store makes its own files owner-only), or the PostgreSQL database
+/// whose URL is in the variable `[store] url_env` names. The data dir
+/// (locks) is private either way.
+pub fn open_store(config: &Config) -> Result<OpenedStore, Failure> {
     private_data_dir(&config.data_dir)?;
-    Ok(SqliteStore::open(&config.store_path())?)
+    Ok(match config.store.backend {
+        StoreBackend::Sqlite => OpenedStore::Sqlite(SqliteStore::open(&config.store_path())?),
+        StoreBackend::Postgres => {
+            let url = secret(&config.store.url_env, "store.url_env")?;
+            OpenedStore::Postgres(PostgresStore::open(&url)?)
+        }
+    })
 }
 
 /// The data dir holds the store, blobs and locks, so it is private: created

@@ -90,11 +90,15 @@ fn json_out<T: serde::Serialize>(value: &T) -> CmdResult {
     Ok(())
 }
 
-/// Scans the context root first: staleness must reflect the disk now.
-fn open_scanned(ctx: &Ctx) -> Result<stream_store::SqliteStore, Failure> {
+/// Scans the context root first, where this config holds it: staleness
+/// must reflect the disk now. A review-only config shows staleness as of
+/// the last scan the serve that holds `memory.md` recorded.
+fn open_scanned(ctx: &Ctx) -> Result<crate::store::OpenedStore, Failure> {
     let config = ctx.config()?;
     let store = super::open_store(&config)?;
-    super::scan::scan_context(&config, &store)?;
+    if config.context.is_some() {
+        super::scan::scan_context(&config, &store)?;
+    }
     Ok(store)
 }
 

@@ -6,7 +6,7 @@
 use anyhow::anyhow;
 use stream_core::SourceName;
 use stream_memory::scan::{ScanError, ScanLimits, ScanReport, scan_with_limits};
-use stream_store::SqliteStore;
+use stream_store::Store;
 
 use crate::Ctx;
 use crate::config::Config;
@@ -18,17 +18,17 @@ pub struct Args {}
 
 /// Scans the configured context root into the store (as `scan` does, and
 /// as the review commands do first so that staleness reflects the disk).
-pub fn scan_context(config: &Config, store: &SqliteStore) -> Result<ScanReport, Failure> {
+pub fn scan_context(config: &Config, store: &dyn Store) -> Result<ScanReport, Failure> {
+    let context = config.context("scanning the context root")?;
     let source = SourceName::fixed(SourceName::CONTEXT);
     // A memory.md the materializer may write is always small enough to scan.
     let limits = ScanLimits {
-        max_file_bytes: config
-            .context
+        max_file_bytes: context
             .max_memory_bytes
             .max(ScanLimits::DEFAULT_MAX_FILE_BYTES),
         ..ScanLimits::default()
     };
-    let root = &config.context.root;
+    let root = &context.root;
     scan_with_limits(store, &source, root, &limits).map_err(|e| match e {
         ScanError::RootMissing | ScanError::RootIsSymlink | ScanError::RootNotADirectory => {
             Failure::usage(anyhow!("context root {}: {e}", root.display()))

@@ -76,9 +76,11 @@ pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
             .declaration
             .with_file_name("telegram-replies.v2.yaml"),
     };
+    let context = config.context("serve")?;
     Ok(EngineSettings {
-        context_root: config.context.root.clone(),
-        max_memory_bytes: config.context.max_memory_bytes,
+        context_root: context.root.clone(),
+        max_memory_bytes: context.max_memory_bytes,
+        lock_dir: config.data_dir.join("locks"),
         telegram_api_base_url: config.telegram.api_base_url.clone(),
         bot_token_env: config.telegram.bot_token_env.clone(),
         owner_user_id: config.telegram.owner_user_id,

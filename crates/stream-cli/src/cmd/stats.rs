@@ -9,12 +9,13 @@ use anyhow::anyhow;
 use serde_json::json;
 use stream_core::Payload as _;
 use stream_core::payload::MessageReceived;
-use stream_store::{EventQuery, Read, SqliteStore};
+use stream_store::{EventQuery, Read};
 
 use crate::exit::{CmdResult, Failure};
+use crate::store::OpenedStore;
 
 /// Bytes of distinct photos named by stored owner messages.
-fn photo_bytes(store: &SqliteStore) -> Result<(u64, u64), Failure> {
+fn photo_bytes(store: &dyn Read) -> Result<(u64, u64), Failure> {
     let mut photos = BTreeMap::new();
     for e in store.events(&EventQuery::of_type(MessageReceived::TYPE))? {
         // A message that does not decode is counted nowhere rather than
@@ -47,7 +48,7 @@ fn human(bytes: u64) -> String {
 }
 
 /// Prints the report; `json` as one object.
-pub fn print(store: &SqliteStore, json: bool) -> CmdResult {
+pub fn print(store: &OpenedStore, json: bool) -> CmdResult {
     let u = store.usage()?;
     let (photos, photo_bytes) = photo_bytes(store)?;
     let other_blobs = u.other_blobs.saturating_sub(photos);

@@ -12,7 +12,7 @@ use stream_core::payload::ProviderApi;
 use stream_testkit::provider::{Reply, ScriptedCompletion};
 use stream_testkit::stack::Stack;
 
-use crate::common::stack;
+use crate::common::sqlite_stack as stack;
 
 fn event_ids(db: &Path) -> BTreeSet<String> {
     let conn = rusqlite::Connection::open(db).unwrap();

@@ -66,8 +66,30 @@ pub fn thestream(cwd: &Path, args: &[&str]) -> Run {
     command(cwd, args).output().unwrap().into()
 }
 
-/// A loopback stack running this build's `thestream` and `thestream-worker`.
+/// The variable that runs the end-to-end suites on PostgreSQL:
+/// `THESTREAM_TEST_BACKEND=postgres` (with a server from
+/// `stream_store::pgtest`, e.g. under `scripts/with-postgres`).
+pub const BACKEND_ENV: &str = "THESTREAM_TEST_BACKEND";
+
+/// A loopback stack running this build's `thestream` and `thestream-worker`,
+/// on the backend [`BACKEND_ENV`] names (SQLite by default).
 pub fn stack(api: stream_core::payload::ProviderApi) -> stream_testkit::stack::Stack {
+    let mut s = sqlite_stack(api);
+    match std::env::var(BACKEND_ENV).as_deref() {
+        Ok("postgres") => {
+            let url = stream_store::pgtest::fresh_url()
+                .expect("THESTREAM_TEST_BACKEND=postgres needs a PostgreSQL server");
+            s.use_postgres(&url).unwrap();
+        }
+        Ok("sqlite") | Err(_) => {}
+        Ok(other) => panic!("{BACKEND_ENV}={other}: expected sqlite or postgres"),
+    }
+    s
+}
+
+/// A loopback stack on SQLite, whatever [`BACKEND_ENV`] says (for tests that
+/// read or damage the store file itself).
+pub fn sqlite_stack(api: stream_core::payload::ProviderApi) -> stream_testkit::stack::Stack {
     let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
     stream_testkit::stack::Stack::start(
         std::path::Path::new(env!("CARGO_BIN_EXE_thestream")),

@@ -53,6 +53,7 @@ fn doctor_is_all_ok_against_the_loopback_fakes_and_spends_no_tokens() {
         for name in [
             "config",
             "data-dir",
+            "store",
             "context-root",
             "landlock",
             "seccomp",

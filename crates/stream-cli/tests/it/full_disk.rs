@@ -15,7 +15,7 @@ use stream_core::payload::ProviderApi;
 use stream_testkit::provider::{Reply, ScriptedCompletion};
 use stream_testkit::stack::{API_KEY, BOT_TOKEN, Stack};
 
-use crate::common::{Run, stack};
+use crate::common::{Run, sqlite_stack as stack};
 
 /// A process holding a tmpfs mount in its own namespaces.
 struct Tmpfs {

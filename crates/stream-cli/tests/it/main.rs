@@ -21,6 +21,7 @@ mod full_disk;
 mod live;
 mod memory_decisions;
 mod pair;
+mod postgres;
 mod private_store;
 mod repo;
 mod review;

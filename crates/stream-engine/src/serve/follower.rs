@@ -11,6 +11,8 @@ use crate::cooperation::{
     read_request, write_status,
 };
 use crate::engine::Engine;
+use stream_core::SourceName;
+use stream_memory::materialize::{MaterializeConfig, materialize_pending};
 
 /// What the consumer may do after [`Follower::cooperate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +39,8 @@ pub(crate) struct Follower {
     reported: Option<(ConsumerState, Option<String>)>,
     /// The active declaration that could not be followed, to log it once.
     unfollowable: Option<ActiveDeclaration>,
+    /// The `system:proposals` seq up to which memory decisions were looked at.
+    memory_cursor: u64,
 }
 
 impl Follower {
@@ -47,7 +51,32 @@ impl Follower {
             process,
             reported: None,
             unfollowable: None,
+            memory_cursor: 0,
         })
+    }
+
+    /// Materializes the memory decisions recorded since the last look (by
+    /// this process or another: a review-only config records and leaves
+    /// them to the serve that holds `memory.md`). A failure is logged; the
+    /// next wake-up looks again.
+    pub(crate) fn materialize_decisions(&mut self) {
+        let settings = self.engine.settings();
+        let config = MaterializeConfig {
+            root: settings.context_root.clone(),
+            source: SourceName::fixed(SourceName::CONTEXT),
+            max_bytes: settings.max_memory_bytes,
+            lock_dir: settings.lock_dir.clone(),
+        };
+        let store = Arc::clone(self.engine.store());
+        match materialize_pending(store.as_ref(), &config, &mut self.memory_cursor) {
+            Ok(report) if report.settled + report.unsettled > 0 => tracing::info!(
+                settled = report.settled,
+                unsettled = report.unsettled,
+                "memory decisions materialized"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "memory decisions not materialized; retrying"),
+        }
     }
 
     /// Writes the status row of the engine's consumer (once per change);

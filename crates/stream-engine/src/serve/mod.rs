@@ -254,6 +254,7 @@ async fn consume(
         }
         // Seen before the pass: a commit during it wakes another one.
         commits.borrow_and_update();
+        follower.materialize_decisions();
         let retry = match follower.cooperate().await {
             Turn::Take { retry } => match follower.engine.process_available().await {
                 Ok(_) if !retry => {

@@ -63,6 +63,7 @@
 mod compose;
 mod error;
 mod outcome;
+mod pending;
 mod revalidate;
 mod root;
 mod verify;
@@ -82,6 +83,7 @@ use crate::lock::RootLock;
 pub use compose::{compose, normalize_newlines};
 pub use error::MaterializeError;
 pub use outcome::{MaterializeOutcome, Recorded};
+pub use pending::{PendingReport, materialize_pending};
 pub use root::lock_name;
 
 use error::Stop;

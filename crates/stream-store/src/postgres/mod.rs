@@ -11,6 +11,7 @@ mod connect;
 mod read;
 mod schema;
 mod session;
+mod usage;
 mod write;
 
 use std::sync::{Mutex, MutexGuard};

@@ -223,3 +223,15 @@ fn errors_never_repeat_the_password() {
         assert!(!format!("{error} {error:?}").contains(canary), "{error}");
     }
 }
+
+/// `sslmode=require` means TLS or nothing: the test cluster speaks no TLS,
+/// so the store refuses to connect rather than fall back to plain text.
+#[test]
+fn sslmode_require_never_falls_back_to_plain_text() {
+    let Some(url) = fresh_url() else { return };
+    let url = url.replace("sslmode=disable", "sslmode=require password=canary-pw-9d1e");
+    let refused = PostgresStore::open(&url).unwrap_err();
+    let text = refused.to_string();
+    assert!(text.contains("cannot connect"), "{text}");
+    assert!(!text.contains("canary-pw-9d1e"), "{text}");
+}

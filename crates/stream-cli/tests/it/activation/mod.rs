@@ -16,7 +16,7 @@ use stream_telegram::{BotApi, BotToken, ClientOptions, WebhookSecret};
 use stream_testkit::provider::{Reply, ScriptedCompletion};
 use stream_testkit::stack::{BOT_TOKEN, OWNER, Stack};
 
-use crate::common::{configure_worker, stack};
+use crate::common::{configure_worker, sqlite_stack as stack};
 
 mod refusals;
 

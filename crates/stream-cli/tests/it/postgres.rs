@@ -1,0 +1,185 @@
+//! The bot on PostgreSQL, decisions from anywhere: a review-only config (no
+//! `[context]`, another folder, another data dir) lists, shows and decides
+//! a memory proposal while `serve` runs; the decision is recorded there and
+//! materialized by the `serve` that holds `memory.md`, woken by the
+//! commit's notification. The PostgreSQL tests skip, saying why, without a
+//! server (`stream_store::pgtest`); the SQLite variant always runs.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use stream_core::payload::ProviderApi;
+use stream_testkit::provider::{Reply, ScriptedCall, ScriptedCompletion};
+use stream_testkit::stack::Stack;
+
+use crate::common::sqlite_stack;
+
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+/// The operator's config without its `[context]` section, in another
+/// folder, with the data dir `data`.
+fn review_only(config: &str, data: &std::path::Path) -> String {
+    let start = config.find("[context]").unwrap();
+    let end = start + config[start..].find("\n[telegram]").unwrap();
+    let config = format!("{}{}", &config[..start], &config[end..]);
+    assert!(!config.contains("[context]"));
+    config.replace(
+        "data_dir = \".thestream\"",
+        &format!("data_dir = \"{}\"", data.display()),
+    )
+}
+
+fn laptop(dir: &std::path::Path, url: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_thestream"))
+        .arg("--config")
+        .arg(dir.join("thestream.toml"))
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("THESTREAM_DATABASE_URL", url)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_review_only_decision_is_materialized_by_the_serve_that_holds_memory() {
+    let Some(url) = stream_store::pgtest::fresh_url() else {
+        return;
+    };
+    let mut s = sqlite_stack(ProviderApi::OpenaiChat);
+    s.use_postgres(&url).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    review_only_flow(&s, dir.path(), &data, &url);
+}
+
+/// The same on one machine's SQLite store: a review-only config naming the
+/// bot's data dir decides; the running `serve` materializes.
+#[test]
+fn a_review_only_decision_on_sqlite_is_materialized_by_the_running_serve() {
+    let s = sqlite_stack(ProviderApi::OpenaiChat);
+    let dir = tempfile::tempdir().unwrap();
+    let data = s.path().join(".thestream");
+    review_only_flow(&s, dir.path(), &data, "");
+}
+
+fn review_only_flow(s: &Stack, laptop_dir: &std::path::Path, data: &std::path::Path, url: &str) {
+    s.script(Reply::completion(ScriptedCompletion::calls(vec![
+        ScriptedCall::json(
+            "call_mem",
+            "request_memory_change",
+            json!({"operation": "append", "proposed_text": "canary-remembered: the owner keeps bees.", "reason": "The owner asked.", "evidence_event_ids": []}),
+        ),
+    ])));
+    let _serve = Serve(
+        s.command(&["serve"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    s.say("Remember that I keep bees.");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while s.sent_texts().is_empty() {
+        assert!(Instant::now() < deadline, "no reply");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let config = std::fs::read_to_string(s.path().join("thestream.toml")).unwrap();
+    std::fs::write(
+        laptop_dir.join("thestream.toml"),
+        review_only(&config, data),
+    )
+    .unwrap();
+    let listed = laptop(laptop_dir, url, &["proposal-list", "--json"]);
+    assert_eq!(listed.status.code(), Some(0), "{listed:?}");
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let id = listed[0]["id"].as_str().unwrap().to_owned();
+    let shown = laptop(laptop_dir, url, &["proposal-show", &id, "--show-sensitive"]);
+    assert_eq!(shown.status.code(), Some(0), "{shown:?}");
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("+canary-remembered"));
+
+    let memory = s.path().join("context/memory.md");
+    let before = std::fs::read_to_string(&memory).unwrap();
+    let decided = laptop(
+        laptop_dir,
+        url,
+        &[
+            "proposal-decision",
+            "--proposal",
+            &id,
+            "--accept",
+            "--actor",
+            "laptop",
+        ],
+    );
+    let out = String::from_utf8_lossy(&decided.stdout).into_owned();
+    assert_eq!(decided.status.code(), Some(0), "{decided:?}");
+    assert!(
+        out.contains("recorded; will be materialized by the serve that holds memory.md"),
+        "{out}"
+    );
+    assert!(
+        !laptop_dir.join("context").exists(),
+        "the laptop wrote no memory.md"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = std::fs::read_to_string(&memory).unwrap();
+        if now != before {
+            assert!(now.starts_with(&before), "appended: {now}");
+            assert!(now.contains("canary-remembered: the owner keeps bees."));
+            break;
+        }
+        assert!(Instant::now() < deadline, "serve did not materialize it");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = laptop(laptop_dir, url, &["events", "--stats", "--json"]);
+    assert_eq!(stats.status.code(), Some(0), "{stats:?}");
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert!(stats["events"].as_u64().unwrap() > 0, "{stats}");
+    assert!(
+        stats["bytes"]["snapshotParts"].as_u64().unwrap() > 0,
+        "{stats}"
+    );
+    let events = s.events().unwrap();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "stream.thought.agent.memory-change.materialized")
+            .count(),
+        1
+    );
+}
+
+/// A review-only config refuses what needs `memory.md`, naming why.
+#[test]
+fn a_review_only_config_refuses_serve_and_scan() {
+    let Some(url) = stream_store::pgtest::fresh_url() else {
+        return;
+    };
+    let s = sqlite_stack(ProviderApi::OpenaiChat);
+    let dir = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(s.path().join("thestream.toml")).unwrap();
+    let config = review_only(&config, &dir.path().join("data"))
+        .replace("backend = \"sqlite\"", "backend = \"postgres\"");
+    std::fs::write(dir.path().join("thestream.toml"), config).unwrap();
+    for args in [&["scan"][..], &["serve", "--drain"][..]] {
+        let run = laptop(dir.path(), &url, args);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {run:?}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains("review-only"), "{err}");
+        assert!(!err.contains(&url), "the URL is never printed");
+    }
+}

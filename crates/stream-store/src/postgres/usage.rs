@@ -1,0 +1,52 @@
+//! What the database holds, in bytes by kind (as [`crate::StoreUsage`]
+//! reports for SQLite); the "file" is the database's size on the server.
+
+use super::read::query;
+use super::{PostgresStore, backend};
+use crate::{StoreError, StoreUsage};
+
+const USAGE: &str = "SELECT pg_database_size(current_database()), \
+    (SELECT count(*) FROM events), \
+    (SELECT coalesce(sum(octet_length(payload) + octet_length(id) + octet_length(source) \
+        + octet_length(type) + octet_length(authorship) + coalesce(octet_length(root), 0) \
+        + coalesce(octet_length(parent), 0) + octet_length(payload_sha256) + 24), 0) FROM events), \
+    (SELECT count(*) FROM snapshots), \
+    (SELECT count(*) FROM snapshot_parts), \
+    (SELECT coalesce(sum(octet_length(b.bytes)), 0) FROM snapshot_parts p \
+        JOIN blobs b ON b.sha256 = p.sha256), \
+    (SELECT count(*) FROM blobs WHERE sha256 IN (SELECT sha256 FROM document_versions) \
+        AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)), \
+    (SELECT coalesce(sum(octet_length(bytes)), 0) FROM blobs WHERE sha256 IN \
+        (SELECT sha256 FROM document_versions) AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)), \
+    (SELECT count(*) FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM document_versions) \
+        AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)), \
+    (SELECT coalesce(sum(octet_length(bytes)), 0) FROM blobs WHERE sha256 NOT IN \
+        (SELECT sha256 FROM document_versions) AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts))";
+
+impl PostgresStore {
+    /// The database's size and its bytes by kind.
+    pub fn usage(&self) -> Result<StoreUsage, StoreError> {
+        self.reader.call(|c| {
+            let rows = query(c, USAGE, &[])?;
+            let row = rows
+                .first()
+                .ok_or_else(|| StoreError::Backend("usage query returned nothing".into()))?;
+            let n = |i: usize| -> Result<u64, StoreError> {
+                let v: i64 = row.try_get(i).map_err(backend)?;
+                Ok(u64::try_from(v).unwrap_or(0))
+            };
+            Ok(StoreUsage {
+                file_bytes: n(0)?,
+                events: n(1)?,
+                event_bytes: n(2)?,
+                snapshots: n(3)?,
+                snapshot_parts: n(4)?,
+                snapshot_part_bytes: n(5)?,
+                document_blobs: n(6)?,
+                document_bytes: n(7)?,
+                other_blobs: n(8)?,
+                other_blob_bytes: n(9)?,
+            })
+        })
+    }
+}
