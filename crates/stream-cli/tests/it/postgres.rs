@@ -145,6 +145,15 @@ fn review_only_flow(s: &Stack, laptop_dir: &std::path::Path, data: &std::path::P
         assert!(Instant::now() < deadline, "serve did not materialize it");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let export = laptop_dir.join("external.jsonl");
+    let exported = laptop(
+        laptop_dir,
+        url,
+        &["training-export", "--output", export.to_str().unwrap()],
+    );
+    assert_eq!(exported.status.code(), Some(0), "{exported:?}");
+    let logged = laptop(laptop_dir, url, &["memory-log", "--json"]);
+    assert_eq!(logged.status.code(), Some(0), "{logged:?}");
     let stats = laptop(laptop_dir, url, &["events", "--stats", "--json"]);
     assert_eq!(stats.status.code(), Some(0), "{stats:?}");
     let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
