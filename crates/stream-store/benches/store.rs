@@ -40,28 +40,8 @@ fn measure(mut op: impl FnMut(usize)) -> Duration {
     )
 }
 
-fn main() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bench.db");
-    let store = SqliteStore::open(&path).unwrap();
-
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    raw.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-         CREATE TABLE bench_raw (k INTEGER PRIMARY KEY, v BLOB NOT NULL);",
-    )
-    .unwrap();
-    let payload = vec![7u8; 256];
-    let raw_median = measure(|i| {
-        raw.execute_batch("BEGIN IMMEDIATE").unwrap();
-        raw.execute(
-            "INSERT OR REPLACE INTO bench_raw (k, v) VALUES (?1, ?2)",
-            rusqlite::params![i as i64, payload],
-        )
-        .unwrap();
-        raw.execute_batch("COMMIT").unwrap();
-    });
-
+/// A single-event append and a 5-event settlement-shaped transaction.
+fn shapes(store: &dyn Store) -> (Duration, Duration) {
     let single = measure(|i| {
         store
             .append(&event(
@@ -84,6 +64,32 @@ fn main() {
         }
         tx.commit().unwrap();
     });
+    (single, settlement)
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bench.db");
+    let store = SqliteStore::open(&path).unwrap();
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+         CREATE TABLE bench_raw (k INTEGER PRIMARY KEY, v BLOB NOT NULL);",
+    )
+    .unwrap();
+    let payload = vec![7u8; 256];
+    let raw_median = measure(|i| {
+        raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+        raw.execute(
+            "INSERT OR REPLACE INTO bench_raw (k, v) VALUES (?1, ?2)",
+            rusqlite::params![i as i64, payload],
+        )
+        .unwrap();
+        raw.execute_batch("COMMIT").unwrap();
+    });
+
+    let (single, settlement) = shapes(&store);
 
     let report = |name: &str, d: Duration| {
         println!(
@@ -107,9 +113,7 @@ mod postgres {
     use std::sync::{Arc, Barrier};
     use std::time::{Duration, Instant};
 
-    use serde_json::json;
-    use stream_store::conformance::event;
-    use stream_store::{PostgresStore, Store};
+    use stream_store::PostgresStore;
 
     use super::measure;
 
@@ -153,27 +157,7 @@ mod postgres {
             tx.execute(&insert, &[&(i as i64), &payload]).unwrap();
             tx.commit().unwrap();
         });
-        let single = measure(|i| {
-            store
-                .append(&event(
-                    "bench:single",
-                    &i.to_string(),
-                    json!({"n": i, "pad": "x".repeat(200)}),
-                ))
-                .unwrap();
-        });
-        let settlement = measure(|i| {
-            let mut tx = store.begin().unwrap();
-            for part in 0..5 {
-                let e = event(
-                    "bench:settle",
-                    &format!("{i}-{part}"),
-                    json!({"n": i, "pad": "x".repeat(200)}),
-                );
-                tx.append(&e).unwrap();
-            }
-            tx.commit().unwrap();
-        });
+        let (single, settlement) = super::shapes(&store);
         let report = |name: &str, d: Duration| {
             println!(
                 "{name:<34} median {:>9.1} µs  {:>8.0} tx/s  ratio to raw {:.2}",

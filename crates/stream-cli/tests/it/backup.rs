@@ -4,7 +4,6 @@
 use std::collections::BTreeSet;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -12,7 +11,7 @@ use stream_core::payload::ProviderApi;
 use stream_testkit::provider::{Reply, ScriptedCompletion};
 use stream_testkit::stack::Stack;
 
-use crate::common::sqlite_stack as stack;
+use crate::common::{Serve, sqlite_stack as stack};
 
 fn event_ids(db: &Path) -> BTreeSet<String> {
     let conn = rusqlite::Connection::open(db).unwrap();
@@ -36,26 +35,6 @@ fn private_dir(s: &Stack, name: &str) -> std::path::PathBuf {
     dir
 }
 
-struct Serve(Child);
-
-impl Serve {
-    /// SIGTERM: serve finishes what it is committing (a delivery receipt
-    /// included) and exits, so nothing it sent is sent again later.
-    fn stop(mut self) {
-        // SAFETY: a plain kill(2) of our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let status = self.0.wait().unwrap();
-        assert!(status.success(), "serve exits 0 on SIGTERM: {status:?}");
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_backup_taken_while_serve_answers_holds_every_committed_event_and_works() {
     let s = stack(ProviderApi::OpenaiChat);
@@ -65,13 +44,7 @@ fn a_backup_taken_while_serve_answers_holds_every_committed_event_and_works() {
             "answer {i}"
         ))));
     }
-    let serve = Serve(
-        s.command(&["serve"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let serve = Serve::start(&s);
     let backups = private_dir(&s, "backups");
     let deadline = Instant::now() + Duration::from_secs(120);
     while !s.store_path().exists() {

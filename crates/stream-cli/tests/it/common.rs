@@ -113,3 +113,40 @@ pub fn configure_worker(s: &stream_testkit::stack::Stack, worker: &Path) {
     );
     std::fs::write(path, config).unwrap();
 }
+
+/// A running `serve` of a stack, stopped with SIGTERM when dropped.
+pub struct Serve(pub std::process::Child);
+
+impl Serve {
+    /// Starts `serve` in the stack's home, its output discarded.
+    pub fn start(s: &stream_testkit::stack::Stack) -> Self {
+        Self(
+            s.command(&["serve"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    }
+
+    /// SIGTERM: serve finishes what it is committing (a delivery receipt
+    /// included) and exits 0, so nothing it sent is sent again later.
+    pub fn stop(mut self) {
+        let status = self.terminate();
+        assert!(status.success(), "serve exits 0 on SIGTERM: {status:?}");
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        self.0.wait().unwrap()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.terminate();
+        }
+    }
+}

@@ -1,7 +1,6 @@
 //! A running `serve` and the review CLI side by side: a decision made from
 //! another process while `serve` runs shapes the very next turn.
 
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -9,17 +8,7 @@ use stream_core::payload::ProviderApi;
 use stream_testkit::provider::{Reply, ScriptedCall, ScriptedCompletion};
 use stream_testkit::stack::Stack;
 
-use crate::common::stack;
-
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        // SAFETY: a plain kill(2) of our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
+use crate::common::{Serve, stack};
 
 fn wait_for_sends(s: &Stack, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -41,13 +30,7 @@ fn a_decision_made_while_serve_runs_shapes_the_next_turn() {
         ),
     ])));
     s.script(Reply::completion(ScriptedCompletion::text("Canberra.")));
-    let _serve = Serve(
-        s.command(&["serve"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _serve = Serve::start(&s);
     s.say("What is the capital of Australia?");
     wait_for_sends(&s, 1);
     s.say("Are you sure?");

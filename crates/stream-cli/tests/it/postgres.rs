@@ -5,7 +5,7 @@
 //! commit's notification. The PostgreSQL tests skip, saying why, without a
 //! server (`stream_store::pgtest`); the SQLite variant always runs.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -13,17 +13,7 @@ use stream_core::payload::ProviderApi;
 use stream_testkit::provider::{Reply, ScriptedCall, ScriptedCompletion};
 use stream_testkit::stack::Stack;
 
-use crate::common::sqlite_stack;
-
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        // SAFETY: a plain kill(2) of our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
+use crate::common::{Serve, sqlite_stack};
 
 /// The operator's config without its `[context]` section, in another
 /// folder, with the data dir `data`.
@@ -81,13 +71,7 @@ fn review_only_flow(s: &Stack, laptop_dir: &std::path::Path, data: &std::path::P
             json!({"operation": "append", "proposed_text": "canary-remembered: the owner keeps bees.", "reason": "The owner asked.", "evidence_event_ids": []}),
         ),
     ])));
-    let _serve = Serve(
-        s.command(&["serve"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _serve = Serve::start(s);
     s.say("Remember that I keep bees.");
     let deadline = Instant::now() + Duration::from_secs(60);
     while s.sent_texts().is_empty() {

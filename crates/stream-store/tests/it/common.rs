@@ -45,3 +45,26 @@ pub fn child_role() -> Option<(String, PathBuf, String)> {
     let arg = std::env::var(CHILD_ARG).unwrap_or_default();
     Some((role, PathBuf::from(db), arg))
 }
+
+/// The "race" child role: waits for `go` to exist, appends `key/payload`
+/// (from `arg`) once, and prints `OUTCOME inserted|converged|conflict`.
+pub fn race(store: &dyn stream_store::Store, go: &Path, arg: &str) {
+    use stream_store::AppendOutcome;
+    while !go.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let (key, payload) = arg.split_once('/').unwrap();
+    let outcome = store
+        .append(&stream_store::conformance::event(
+            "test:race",
+            key,
+            serde_json::json!(payload),
+        ))
+        .unwrap();
+    let name = match outcome {
+        AppendOutcome::Inserted { .. } => "inserted",
+        AppendOutcome::Converged { .. } => "converged",
+        AppendOutcome::Conflict => "conflict",
+    };
+    println!("OUTCOME {name}");
+}

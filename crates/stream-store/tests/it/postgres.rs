@@ -12,7 +12,7 @@ use stream_store::conformance::event;
 use stream_store::pgtest::{fresh_url, server};
 use stream_store::{AppendOutcome, EventQuery, PostgresStore, Read, Store, StoreError};
 
-use crate::common::{child_role, spawn_child};
+use crate::common::{child_role, race, spawn_child};
 
 fn fresh() -> Option<PostgresStore> {
     fresh_url().map(|url| PostgresStore::open(&url).unwrap())
@@ -33,22 +33,7 @@ fn child_process_entry() {
     let url = std::fs::read_to_string(&url_file).unwrap();
     let store = PostgresStore::open(&url).unwrap();
     match role.as_str() {
-        "race" => {
-            let go = url_file.with_extension("go");
-            while !go.exists() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let (key, payload) = arg.split_once('/').unwrap();
-            let outcome = store
-                .append(&event("test:race", key, json!(payload)))
-                .unwrap();
-            let name = match outcome {
-                AppendOutcome::Inserted { .. } => "inserted",
-                AppendOutcome::Converged { .. } => "converged",
-                AppendOutcome::Conflict => "conflict",
-            };
-            println!("OUTCOME {name}");
-        }
+        "race" => race(&store, &url_file.with_extension("go"), &arg),
         other => panic!("unknown role {other}"),
     }
 }

@@ -8,7 +8,7 @@ use stream_core::SourceName;
 use stream_store::conformance::event;
 use stream_store::{AppendOutcome, EventQuery, Progress, Read, SqliteStore, Store};
 
-use crate::common::{child_role, spawn_child, temp_store};
+use crate::common::{child_role, race, spawn_child, temp_store};
 
 const ENTRY: &str = "processes::child_process_entry";
 
@@ -21,22 +21,7 @@ fn child_process_entry() {
     };
     let store = SqliteStore::open(&db).unwrap();
     match role.as_str() {
-        "race" => {
-            let go = db.with_extension("go");
-            while !go.exists() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let (key, payload) = arg.split_once('/').unwrap();
-            let outcome = store
-                .append(&event("test:race", key, json!(payload)))
-                .unwrap();
-            let name = match outcome {
-                AppendOutcome::Inserted { .. } => "inserted",
-                AppendOutcome::Converged { .. } => "converged",
-                AppendOutcome::Conflict => "conflict",
-            };
-            println!("OUTCOME {name}");
-        }
+        "race" => race(&store, &db.with_extension("go"), &arg),
         "hold" => {
             let mut tx = store.begin().unwrap();
             for i in 0..50 {
