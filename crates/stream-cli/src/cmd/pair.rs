@@ -131,7 +131,9 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
             )));
         }
     }
-    if config.store_path().exists() {
+    // A SQLite store is only asked when it exists (pair never creates it).
+    if config.store.backend == crate::config::StoreBackend::Postgres || config.store_path().exists()
+    {
         let store = super::open_store(&config)?;
         let serving = stream_engine::cooperation::serving_pid(&store)
             .map_err(|e| Failure::runtime(anyhow!("cannot tell whether serve runs: {e}")))?;
