@@ -24,9 +24,13 @@ impl Connector {
     /// Parses a libpq-style URL or key/value string. The error never
     /// repeats the URL (it holds a password).
     pub(crate) fn parse(url: &str) -> Result<Self, StoreError> {
-        let config: postgres::Config = url.parse().map_err(|_| {
+        let mut config: postgres::Config = url.parse().map_err(|_| {
             StoreError::Backend("the database URL does not parse as a PostgreSQL URL".into())
         })?;
+        // Named in pg_stat_activity, unless the URL names it.
+        if config.get_application_name().is_none() {
+            config.application_name("thestream");
+        }
         let host = config
             .get_hosts()
             .first()

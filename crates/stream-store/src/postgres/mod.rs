@@ -76,7 +76,10 @@ impl PostgresStore {
         let writer = Session::open(connector.clone())?;
         let schema_label = label.clone();
         writer.call(move |c| schema::migrate(c.client()?, &schema_label))?;
-        let reader = Session::open(connector.with_setup("LISTEN thestream_commit"))?;
+        let reader = Session::open(
+            connector
+                .with_setup("LISTEN thestream_commit; SET application_name = 'thestream-listener'"),
+        )?;
         Ok(Self {
             label,
             reader,
@@ -202,27 +205,31 @@ impl Store for PostgresStore {
         }))
     }
 
-    /// Counts the commit notifications the reader has received: every
-    /// commit through any store on this database sends one.
+    /// Counts the commit notifications the reader has received (every
+    /// commit through any store on this database sends one), plus its
+    /// reconnections: notifications sent while it was disconnected are
+    /// lost, so a new connection counts as a change.
     fn data_version(&self) -> Result<u64, StoreError> {
-        let seen = self.reader.call(|c| {
+        let (seen, generation) = self.reader.call(|c| {
             let client = c.client()?;
+            let mut seen = 0u64;
             // An empty round trip: the nonblocking iterator below does not
             // drive the socket itself, this reads what the server sent.
             client.batch_execute("").map_err(backend)?;
-            let mut notifications = client.notifications();
-            let mut seen = 0u64;
-            let mut iter = notifications.iter();
-            while let Some(n) = iter.next().map_err(backend)? {
-                if n.channel() == COMMITS {
-                    seen += 1;
+            {
+                let mut notifications = client.notifications();
+                let mut iter = notifications.iter();
+                while let Some(n) = iter.next().map_err(backend)? {
+                    if n.channel() == COMMITS {
+                        seen += 1;
+                    }
                 }
             }
-            Ok(seen)
+            Ok((seen, c.generation()))
         })?;
         let mut commits = lock(&self.commits);
         *commits = commits.wrapping_add(seen);
-        Ok(*commits)
+        Ok(commits.wrapping_add(generation))
     }
 }
 

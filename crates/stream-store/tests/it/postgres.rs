@@ -220,3 +220,40 @@ fn sslmode_require_never_falls_back_to_plain_text() {
     assert!(text.contains("cannot connect"), "{text}");
     assert!(!text.contains("canary-pw-9d1e"), "{text}");
 }
+
+/// The reader's connection ended by the server: the next `data_version`
+/// reconnects (listening again) and reports a change, since commits made
+/// meanwhile sent notifications nobody heard.
+#[test]
+fn data_version_changes_when_the_reader_reconnects() {
+    let Some(url) = fresh_url() else { return };
+    let watcher = PostgresStore::open(&url).unwrap();
+    let before = watcher.data_version().unwrap();
+    let db = url.rsplit("dbname=").next().unwrap().to_owned();
+    let mut admin = server().unwrap().admin();
+    let ended: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = $1 AND application_name = 'thestream-listener') t",
+            &[&db],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ended, 1, "the reader's session was ended");
+    std::thread::sleep(Duration::from_millis(100));
+    // The first call may meet the dead connection; the next reconnects.
+    let after = watcher
+        .data_version()
+        .or_else(|_| watcher.data_version())
+        .unwrap();
+    assert_ne!(after, before);
+    PostgresStore::open(&url)
+        .unwrap()
+        .append(&event("test:dv", "1", json!(1)))
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while watcher.data_version().unwrap() == after {
+        assert!(std::time::Instant::now() < deadline, "listening again");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
