@@ -3,9 +3,10 @@
 //!
 //! Two connections, each on its own thread ([`session`]): a reader for the
 //! store's reads, which `LISTEN`s for commits ([`Store::data_version`]),
-//! and a writer holding one transaction at a time. Appends lock their
-//! source's head row, so `seq` is gap-free and commits in order per source;
-//! every commit `NOTIFY`s, so a `serve` elsewhere notices a decision.
+//! and a writer holding one transaction at a time. Write transactions take
+//! one advisory lock, as SQLite has one writer; appends lock their source's
+//! head row, so `seq` is gap-free and commits in order per source; every
+//! commit `NOTIFY`s, so a `serve` elsewhere notices a decision.
 
 mod connect;
 mod read;
@@ -34,6 +35,13 @@ use crate::{
 
 /// The notification channel every commit signals.
 const COMMITS: &str = "thestream_commit";
+
+/// Every write transaction takes this advisory lock first, as SQLite's
+/// `BEGIN IMMEDIATE` takes its one write lock: writers commit one at a time,
+/// so `pos` order is commit order and a read-then-write decision of the
+/// layers above sees no concurrent writer (docs/design.md §4). The key is
+/// "tStrWrit" in ASCII.
+const BEGIN: &str = "BEGIN; SELECT pg_advisory_xact_lock(8382171365908834676)";
 
 /// A client error as text: the SQLSTATE and the server's primary message,
 /// never its detail (which can quote row values, i.e. content).
@@ -195,7 +203,7 @@ impl Store for PostgresStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
         let session = lock(&self.writer);
         let generation = session.call(|c| {
-            c.client()?.batch_execute("BEGIN").map_err(backend)?;
+            c.client()?.batch_execute(BEGIN).map_err(backend)?;
             Ok(c.generation())
         })?;
         Ok(Box::new(PgTx {

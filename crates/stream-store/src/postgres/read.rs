@@ -64,10 +64,7 @@ const EVENT_COLUMNS: &str = "id, source, seq, type, version, authorship, sensiti
 
 fn decode_event(r: &Row) -> Result<StoredEvent, StoreError> {
     let what = "event";
-    let get = |e: postgres::Error| {
-        let _ = e;
-        invalid(what)
-    };
+    let get = |_: postgres::Error| invalid(what);
     let id: String = r.try_get(0).map_err(get)?;
     let source: String = r.try_get(1).map_err(get)?;
     let seq: i64 = r.try_get(2).map_err(get)?;
