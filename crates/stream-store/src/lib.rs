@@ -34,6 +34,7 @@ pub mod __private {
 mod private;
 mod rows;
 mod sqlite;
+mod sqlite_parts;
 mod usage;
 
 pub use migrate::SCHEMA_VERSION;

@@ -9,8 +9,8 @@ use stream_core::SnapshotId;
 use stream_core::canon::sha256;
 
 use crate::StoreError;
-use crate::parts::put_snapshot;
 use crate::sqlite::{backend, classify};
+use crate::sqlite_parts::put_snapshot;
 
 /// `PRAGMA application_id` of a thestream store ("tStr").
 const APPLICATION_ID: i32 = 0x7453_7472;

@@ -6,6 +6,7 @@
 
 mod common;
 mod migration;
+mod parts;
 mod processes;
 mod refusals;
 
