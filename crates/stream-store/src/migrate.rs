@@ -159,6 +159,9 @@ pub(crate) fn check_identity(path: &Path, conn: &Connection) -> Result<(), Store
 }
 
 pub(crate) fn migrate(path: &Path, conn: &Connection, budget: &Budget) -> Result<Done, StoreError> {
+    if is_current(path, conn)? {
+        return Ok(Done::Finished);
+    }
     loop {
         conn.execute_batch("BEGIN IMMEDIATE")
             .map_err(|e| classify(path, e))?;
@@ -195,6 +198,20 @@ pub(crate) fn migrate(path: &Path, conn: &Connection, budget: &Budget) -> Result
             }
         }
     }
+}
+
+/// Whether the store is ours at the newest schema already, read without a
+/// write transaction: an open of a current store writes nothing (a write
+/// here cost every command a commit and, at exit, a checkpoint). Versions
+/// only grow and each is set in the transaction finishing its step, so a
+/// current version read outside a transaction is final.
+fn is_current(path: &Path, conn: &Connection) -> Result<bool, StoreError> {
+    let read = |pragma: &str| -> Result<i64, StoreError> {
+        conn.query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
+            .map_err(|e| classify(path, e))
+    };
+    Ok(read("application_id")? == i64::from(APPLICATION_ID)
+        && read("user_version")? == i64::from(SCHEMA_VERSION))
 }
 
 /// Sets `user_version` to `from + 1` unless another process already did.

@@ -90,3 +90,23 @@ fn a_migration_stopped_between_transactions_finishes_at_the_next_open() {
     assert_eq!(rewritten, 2);
     assert_migrated(&path, &before);
 }
+
+#[test]
+fn opening_a_current_store_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    // Another connection sees every commit as a change of data_version.
+    let observer = Connection::open(&path).unwrap();
+    let version = || -> i64 {
+        observer
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = version();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(version(), before, "an open of a current store wrote");
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    drop(store);
+    assert_eq!(version(), before);
+}
