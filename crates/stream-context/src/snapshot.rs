@@ -275,7 +275,7 @@ impl Snapshot {
             return Err(invalid("hash"));
         }
         let snapshot: Snapshot = serde_json::from_slice(bytes).map_err(|_| invalid("schema"))?;
-        let (canonical, _) = snapshot.encode()?;
+        let canonical = to_canonical_bytes(&snapshot).map_err(|_| ContextError::Canonical)?;
         if canonical != bytes {
             return Err(invalid("not canonical"));
         }
