@@ -7,7 +7,8 @@
 //! time as history grows: 10^3, 10^4, 10^5 and 10^6 stored events (each turn
 //! is 4 events: message, output, completed-run receipt, delivery receipt),
 //! the median build time per size and its ratio to the smallest size.
-//! `cargo bench -p stream-context [-- max_exponent]`.
+//! `cargo bench -p stream-context [-- max_exponent]`; with
+//! `THESTREAM_BENCH_KEEP=<file>` the 60-turn store is copied there.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -253,6 +254,10 @@ fn snapshots_per_turn() {
         tx.commit().unwrap();
     }
     let after = checkpointed_size(&path);
+    if let Some(keep) = std::env::var_os("THESTREAM_BENCH_KEEP") {
+        // For `sqlite3_analyzer` or dbstat: where the bytes are.
+        std::fs::copy(&path, keep).unwrap();
+    }
     let per_turn = (after - before) as f64 / TURNS as f64;
     let text_per_turn = own_text as f64 / TURNS as f64;
     println!("{TURNS} turns, 64 KiB memory.md, 400 + 500 characters of new text a turn");
