@@ -36,7 +36,9 @@ const MAX_INLINE_ARRAY: usize = 512;
 const RUN_MIN_BYTES: usize = 160;
 const RUN_MAX_BYTES: usize = 768;
 
-const HEADER: &[u8] = b"tsp1";
+/// Every part starts with these bytes (a store recognises its parts by
+/// them, with a document version's blob set apart).
+pub const HEADER: &[u8] = b"tsp1";
 const REF_BYTES: usize = 4 + 32;
 
 /// A document cut into parts.

@@ -1,7 +1,7 @@
 //! Snapshots stored as content-addressed parts, the rules every backend
 //! follows (docs/design.md §4): each part once in the blob store under its
-//! SHA-256, listed as a snapshot part, and the snapshot id mapped to its
-//! root part. The store does not interpret the bytes; `stream_core::parts`
+//! SHA-256 (a part is recognised by `stream_core::parts::HEADER`), and the
+//! snapshot id mapped to its root part. The store does not interpret the bytes; `stream_core::parts`
 //! cuts and rejoins them. A backend supplies the queries (for SQLite,
 //! `sqlite_parts`): storing a [`Split`]'s parts, the root of an id, and
 //! the parts of one level of the tree in one query.
@@ -26,8 +26,7 @@ pub(crate) fn check_snapshot(id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreE
 }
 
 /// The parts to store for checked snapshot bytes: a backend stores every
-/// part (once), lists it as a snapshot part, and maps the id to the root,
-/// in the caller's transaction.
+/// part (once) and maps the id to the root, in the caller's transaction.
 pub(crate) fn split_snapshot(bytes: &[u8]) -> Split {
     split(bytes)
 }

@@ -1,5 +1,6 @@
 //! The SQLite queries of snapshot parts (`parts` holds the rules): parts in
-//! `blobs` and `snapshot_parts`, `snapshots` mapping an id to its root.
+//! `blobs` (recognised by their header, schema 4), `snapshots` mapping an id
+//! to its root.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use stream_core::{Sha256Hex, SnapshotId};
@@ -23,9 +24,6 @@ pub(crate) fn put_snapshot(
     for (sha, part) in &split.parts {
         c.prepare_cached("INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)")
             .and_then(|mut s| s.execute(params![sha.as_str(), part]))
-            .map_err(backend)?;
-        c.prepare_cached("INSERT OR IGNORE INTO snapshot_parts (sha256) VALUES (?1)")
-            .and_then(|mut s| s.execute([sha.as_str()]))
             .map_err(backend)?;
     }
     c.execute(
