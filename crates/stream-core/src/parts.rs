@@ -292,20 +292,7 @@ pub fn join<E>(
     mut fetch: impl FnMut(&Sha256Hex) -> Result<Option<Vec<u8>>, E>,
 ) -> Result<Vec<u8>, JoinError<E>> {
     let mut out = Vec::new();
-    append(root, &mut fetch, &mut out, max_bytes, 0, true)?;
-    Ok(out)
-}
-
-/// [`join`] without hashing each part: for a caller that checks the whole
-/// result against its own hash (which no altered part can match) and calls
-/// [`join`] only to name the altered part when that check fails.
-pub fn join_unchecked<E>(
-    root: &Sha256Hex,
-    max_bytes: usize,
-    mut fetch: impl FnMut(&Sha256Hex) -> Result<Option<Vec<u8>>, E>,
-) -> Result<Vec<u8>, JoinError<E>> {
-    let mut out = Vec::new();
-    append(root, &mut fetch, &mut out, max_bytes, 0, false)?;
+    append(root, &mut fetch, &mut out, max_bytes, 0)?;
     Ok(out)
 }
 
@@ -410,7 +397,6 @@ fn append<E>(
     out: &mut Vec<u8>,
     max_bytes: usize,
     depth: usize,
-    check: bool,
 ) -> Result<(), JoinError<E>> {
     if depth > MAX_DEPTH {
         return Err(JoinError::TooLarge);
@@ -418,7 +404,7 @@ fn append<E>(
     let bytes = fetch(sha)
         .map_err(JoinError::Fetch)?
         .ok_or_else(|| JoinError::Missing(sha.clone()))?;
-    if check && sha256(&bytes) != *sha {
+    if sha256(&bytes) != *sha {
         return Err(JoinError::Altered(sha.clone()));
     }
     let (refs, start) = parse(&bytes).ok_or_else(|| JoinError::Malformed(sha.clone()))?;
@@ -427,7 +413,7 @@ fn append<E>(
     for (at, child) in &refs {
         out.extend_from_slice(&literal[done..*at]);
         done = *at;
-        append(child, fetch, out, max_bytes, depth + 1, check)?;
+        append(child, fetch, out, max_bytes, depth + 1)?;
     }
     out.extend_from_slice(&literal[done..]);
     if out.len() > max_bytes {
