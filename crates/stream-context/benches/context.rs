@@ -1,10 +1,14 @@
 //! Two measurements. First, 60 turns with a 64 KiB `memory.md`: the median
 //! snapshot build, store and retry-load times, and the stored bytes per turn
-//! (WAL checkpointed) against the turn's own new text. Then context build
+//! (WAL checkpointed) against the turn's own new text. Beside retry-load, in
+//! the same turns, the pre-parts path (the whole snapshot as one blob, and
+//! the decode of that time, copied here so that it stays fixed) and the
+//! load's two halves (reading the parts, verifying the bytes). Then context build
 //! time as history grows: 10^3, 10^4, 10^5 and 10^6 stored events (each turn
 //! is 4 events: message, output, completed-run receipt, delivery receipt),
 //! the median build time per size and its ratio to the smallest size.
-//! `cargo bench -p stream-context [-- max_exponent]`.
+//! `cargo bench -p stream-context [-- max_exponent]`; with
+//! `THESTREAM_BENCH_KEEP=<file>` the 60-turn store is copied there.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,7 +16,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use stream_context::{ContextSpec, Snapshot, build};
+use stream_context::{ContextSpec, Manifest, Snapshot, build};
+use stream_core::canon::sha256;
 use stream_core::ids::{derive_document_id, derive_run_id, derive_version_id};
 use stream_core::payload::*;
 use stream_core::text::{BoundedText, Label};
@@ -25,6 +30,24 @@ fn store_snapshot(tx: &mut dyn Tx, id: &SnapshotId, bytes: &[u8]) {
 }
 
 const AGENT: &str = "telegram-conversation";
+
+/// The retry-load before snapshot parts (schema 1): the whole blob read by
+/// its hash, then parsed and verified as `Snapshot::decode` did then (hash,
+/// parse, canonical re-encode, manifest re-encoded part by part, prompt).
+fn load_pre_parts(store: &dyn Read, id: &SnapshotId) -> Snapshot {
+    let blob = Sha256Hex::parse(id.as_str()).unwrap();
+    let bytes = store.blob(&blob).unwrap().unwrap();
+    assert_eq!(sha256(&bytes).as_str(), id.as_str());
+    let snapshot: Snapshot = serde_json::from_slice(&bytes).unwrap();
+    let (canonical, _) = snapshot.encode().unwrap();
+    assert_eq!(canonical, bytes);
+    assert_eq!(Manifest::of(&snapshot).unwrap(), snapshot.manifest);
+    assert_eq!(
+        sha256(snapshot.prompt.text.as_bytes()),
+        snapshot.prompt.sha256
+    );
+    snapshot
+}
 
 fn turn_events(update: i64) -> (NewEvent, Vec<NewEvent>, RunRow) {
     turn_events_with(
@@ -136,6 +159,9 @@ fn snapshots_per_turn() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("turns.db");
     let store = SqliteStore::open(&path).unwrap();
+    // The pre-parts baseline keeps whole blobs in a file of its own, so
+    // that the stored bytes above count only what the store writes.
+    let whole = SqliteStore::open(&dir.path().join("whole.db")).unwrap();
     let source = SourceName::fixed(SourceName::CONTEXT);
     let doc = derive_document_id(source.as_str(), "memory.md").unwrap();
     let memory: String = (0..)
@@ -166,6 +192,7 @@ fn snapshots_per_turn() {
     let before = checkpointed_size(&path);
     let spec = spec();
     let (mut builds, mut stores, mut loads) = (vec![], vec![], vec![]);
+    let (mut pre_parts, mut reads, mut decodes) = (vec![], vec![], vec![]);
     let mut own_text = 0usize;
     for update in 1..=TURNS {
         let message = format!("{update:03} {}", "m".repeat(396));
@@ -189,10 +216,32 @@ fn snapshots_per_turn() {
         .unwrap();
         tx.commit().unwrap();
         stores.push(start.elapsed());
+        let mut tx = whole.begin().unwrap();
+        tx.put_blob(&bytes).unwrap();
+        tx.commit().unwrap();
+        // Each first on every other turn: both read just after a commit.
+        for first in [update % 2 == 0, update % 2 != 0] {
+            let start = Instant::now();
+            let loaded = if first {
+                Snapshot::load(&store, &id).unwrap()
+            } else {
+                load_pre_parts(&whole, &id)
+            };
+            let elapsed = start.elapsed();
+            assert_eq!(loaded, snapshot);
+            if first {
+                loads.push(elapsed)
+            } else {
+                pre_parts.push(elapsed)
+            }
+        }
         let start = Instant::now();
-        let loaded = Snapshot::load(&store, &id).unwrap();
-        loads.push(start.elapsed());
-        assert_eq!(loaded, snapshot);
+        let read = store.snapshot(&id).unwrap().unwrap();
+        reads.push(start.elapsed());
+        let start = Instant::now();
+        let decoded = Snapshot::decode(&read, &id).unwrap();
+        decodes.push(start.elapsed());
+        assert_eq!(decoded, snapshot);
         let mut tx = store.begin().unwrap();
         for e in &events[1..] {
             tx.append(e).unwrap();
@@ -205,6 +254,10 @@ fn snapshots_per_turn() {
         tx.commit().unwrap();
     }
     let after = checkpointed_size(&path);
+    if let Some(keep) = std::env::var_os("THESTREAM_BENCH_KEEP") {
+        // For `sqlite3_analyzer` or dbstat: where the bytes are.
+        std::fs::copy(&path, keep).unwrap();
+    }
     let per_turn = (after - before) as f64 / TURNS as f64;
     let text_per_turn = own_text as f64 / TURNS as f64;
     println!("{TURNS} turns, 64 KiB memory.md, 400 + 500 characters of new text a turn");
@@ -221,10 +274,22 @@ fn snapshots_per_turn() {
         u.snapshot_parts,
         u.event_bytes as f64 / 1024.0 / TURNS as f64,
     );
-    for (what, samples) in [("build", builds), ("store", stores), ("retry-load", loads)] {
+    let build_median = median(builds.clone());
+    let pre_parts_median = median(pre_parts.clone());
+    for (what, samples) in [
+        ("build", builds),
+        ("store", stores),
+        ("retry-load", loads),
+        ("  of which read", reads),
+        ("  of which verify", decodes),
+        ("retry-load pre-parts", pre_parts),
+    ] {
+        let m = median(samples);
         println!(
-            "  snapshot {what:<10} median {:>7.3} ms",
-            median(samples).as_secs_f64() * 1e3
+            "  snapshot {what:<20} median {:>7.3} ms  ratio to build {:.2}  to pre-parts load {:.2}",
+            m.as_secs_f64() * 1e3,
+            m.as_secs_f64() / build_median.as_secs_f64(),
+            m.as_secs_f64() / pre_parts_median.as_secs_f64(),
         );
     }
 }

@@ -2,6 +2,7 @@
 //! its id (SHA-256 of the bytes). A retry loads these bytes; it never rebuilds.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use stream_core::canon::{canonical_sha256, sha256, to_canonical_bytes};
 use stream_core::payload::{CommandRef, CorrectionTarget, MemoryTarget, ProposalKind};
 use stream_core::text::Label;
@@ -177,6 +178,41 @@ pub struct Snapshot {
     pub manifest: Manifest,
 }
 
+/// A snapshot's members as the raw slices of its bytes, for [`Snapshot::decode`]
+/// to hash the parts of bytes it has checked canonical (the other members
+/// are skipped; the typed parse holds them to the schema).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Members<'a> {
+    #[serde(borrow)]
+    agent: &'a RawValue,
+    #[serde(borrow)]
+    trigger: &'a RawValue,
+    #[serde(borrow)]
+    prompt: &'a RawValue,
+    #[serde(borrow)]
+    transcript: &'a RawValue,
+    #[serde(borrow)]
+    memory: &'a RawValue,
+    #[serde(borrow)]
+    capabilities: &'a RawValue,
+}
+
+impl Members<'_> {
+    /// The manifest of these parts, each hashed as it stands in the bytes.
+    fn manifest(&self) -> Manifest {
+        let hash = |raw: &RawValue| sha256(raw.get().as_bytes());
+        Manifest {
+            agent: hash(self.agent),
+            prompt: hash(self.prompt),
+            transcript: hash(self.transcript),
+            trigger: hash(self.trigger),
+            memory: hash(self.memory),
+            capabilities: hash(self.capabilities),
+        }
+    }
+}
+
 fn part_hash<T: Serialize>(part: &T) -> Result<Sha256Hex, ContextError> {
     canonical_sha256(part).map_err(|_| ContextError::Canonical)
 }
@@ -225,36 +261,30 @@ impl Snapshot {
     /// Parses stored bytes and verifies everything a retry or the authority
     /// chain relies on: the id is the bytes' hash, the bytes are canonical,
     /// the manifest matches every part, and the prompt matches its hash.
+    ///
+    /// Once the bytes are known canonical, each part's canonical encoding
+    /// is exactly its member's slice of them (RFC 8785 encodes a member's
+    /// value on its own), so the manifest is checked by hashing those
+    /// slices rather than encoding every part a second time.
     pub fn decode(bytes: &[u8], id: &SnapshotId) -> Result<Self, ContextError> {
+        let invalid = |why| ContextError::SnapshotInvalid {
+            id: id.clone(),
+            why,
+        };
         if sha256(bytes).as_str() != id.as_str() {
-            return Err(ContextError::SnapshotInvalid {
-                id: id.clone(),
-                why: "hash",
-            });
+            return Err(invalid("hash"));
         }
-        let snapshot: Snapshot =
-            serde_json::from_slice(bytes).map_err(|_| ContextError::SnapshotInvalid {
-                id: id.clone(),
-                why: "schema",
-            })?;
-        let (canonical, _) = snapshot.encode()?;
+        let snapshot: Snapshot = serde_json::from_slice(bytes).map_err(|_| invalid("schema"))?;
+        let canonical = to_canonical_bytes(&snapshot).map_err(|_| ContextError::Canonical)?;
         if canonical != bytes {
-            return Err(ContextError::SnapshotInvalid {
-                id: id.clone(),
-                why: "not canonical",
-            });
+            return Err(invalid("not canonical"));
         }
-        if Manifest::of(&snapshot)? != snapshot.manifest {
-            return Err(ContextError::SnapshotInvalid {
-                id: id.clone(),
-                why: "manifest",
-            });
+        let members: Members<'_> = serde_json::from_slice(bytes).map_err(|_| invalid("schema"))?;
+        if members.manifest() != snapshot.manifest {
+            return Err(invalid("manifest"));
         }
         if sha256(snapshot.prompt.text.as_bytes()) != snapshot.prompt.sha256 {
-            return Err(ContextError::SnapshotInvalid {
-                id: id.clone(),
-                why: "prompt hash",
-            });
+            return Err(invalid("prompt hash"));
         }
         Ok(snapshot)
     }

@@ -13,6 +13,9 @@
 //!
 //! [`join`] reassembles the exact bytes, checking every part against its
 //! hash; a caller checks the whole against the document's own id.
+//! [`join_levels`] does the same with one fetch per level of the tree.
+
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -33,7 +36,9 @@ const MAX_INLINE_ARRAY: usize = 512;
 const RUN_MIN_BYTES: usize = 160;
 const RUN_MAX_BYTES: usize = 768;
 
-const HEADER: &[u8] = b"tsp1";
+/// Every part starts with these bytes (a store recognises its parts by
+/// them, with a document version's blob set apart).
+pub const HEADER: &[u8] = b"tsp1";
 const REF_BYTES: usize = 4 + 32;
 
 /// A document cut into parts.
@@ -287,21 +292,103 @@ pub fn join<E>(
     mut fetch: impl FnMut(&Sha256Hex) -> Result<Option<Vec<u8>>, E>,
 ) -> Result<Vec<u8>, JoinError<E>> {
     let mut out = Vec::new();
-    append(root, &mut fetch, &mut out, max_bytes, 0, true)?;
+    append(root, &mut fetch, &mut out, max_bytes, 0)?;
     Ok(out)
 }
 
-/// [`join`] without hashing each part: for a caller that checks the whole
-/// result against its own hash (which no altered part can match) and calls
-/// [`join`] only to name the altered part when that check fails.
-pub fn join_unchecked<E>(
+/// Whether [`join_levels`] hashes each part as it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartCheck {
+    /// Every part against its hash (a refusal names the bad part).
+    EachPart,
+    /// None: for a caller that checks the whole result against its own
+    /// hash, which no altered part can match, and joins again with
+    /// [`PartCheck::EachPart`] only to name the altered part.
+    WholeOnly,
+}
+
+/// [`join`] with one fetch per level of the tree rather than one per part:
+/// `fetch_level` gets the distinct hashes one level references and returns
+/// their bytes in the same order (`None` for one not stored). A backend
+/// answers a level with one query, so a document costs a round trip per
+/// level (a handful) instead of one per part (about a hundred).
+pub fn join_levels<E>(
     root: &Sha256Hex,
     max_bytes: usize,
-    mut fetch: impl FnMut(&Sha256Hex) -> Result<Option<Vec<u8>>, E>,
+    check: PartCheck,
+    mut fetch_level: impl FnMut(&[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, E>,
 ) -> Result<Vec<u8>, JoinError<E>> {
+    let mut parts = Fetched::new();
+    let mut level = vec![root.clone()];
+    // Every fetched part's literal appears in the result at least once, so
+    // their sum is bounded like the result.
+    let mut literal_bytes = 0usize;
+    for depth in 0.. {
+        if level.is_empty() {
+            break;
+        }
+        if depth > MAX_DEPTH {
+            return Err(JoinError::TooLarge);
+        }
+        let mut fetched = fetch_level(&level).map_err(JoinError::Fetch)?.into_iter();
+        let mut next = Vec::new();
+        let mut queued = HashSet::new();
+        for sha in level {
+            let bytes = fetched
+                .next()
+                .flatten()
+                .ok_or_else(|| JoinError::Missing(sha.clone()))?;
+            if check == PartCheck::EachPart && sha256(&bytes) != sha {
+                return Err(JoinError::Altered(sha));
+            }
+            let (refs, start) = parse(&bytes).ok_or_else(|| JoinError::Malformed(sha.clone()))?;
+            literal_bytes = literal_bytes.saturating_add(bytes.len() - start);
+            if literal_bytes > max_bytes {
+                return Err(JoinError::TooLarge);
+            }
+            for (_, child) in &refs {
+                if !parts.contains_key(child) && queued.insert(child.clone()) {
+                    next.push(child.clone());
+                }
+            }
+            parts.insert(sha, (refs, bytes, start));
+        }
+        // A part fetched on this level and referenced again by it is done.
+        next.retain(|sha| !parts.contains_key(sha));
+        level = next;
+    }
     let mut out = Vec::new();
-    append(root, &mut fetch, &mut out, max_bytes, 0, false)?;
+    assemble(root, &parts, &mut out, max_bytes, 0)?;
     Ok(out)
+}
+
+type Fetched = HashMap<Sha256Hex, (Vec<(usize, Sha256Hex)>, Vec<u8>, usize)>;
+
+fn assemble<E>(
+    sha: &Sha256Hex,
+    parts: &Fetched,
+    out: &mut Vec<u8>,
+    max_bytes: usize,
+    depth: usize,
+) -> Result<(), JoinError<E>> {
+    if depth > MAX_DEPTH {
+        return Err(JoinError::TooLarge);
+    }
+    let (refs, bytes, start) = parts
+        .get(sha)
+        .ok_or_else(|| JoinError::Missing(sha.clone()))?;
+    let literal = &bytes[*start..];
+    let mut done = 0;
+    for (at, child) in refs {
+        out.extend_from_slice(&literal[done..*at]);
+        done = *at;
+        assemble(child, parts, out, max_bytes, depth + 1)?;
+    }
+    out.extend_from_slice(&literal[done..]);
+    if out.len() > max_bytes {
+        return Err(JoinError::TooLarge);
+    }
+    Ok(())
 }
 
 fn append<E>(
@@ -310,7 +397,6 @@ fn append<E>(
     out: &mut Vec<u8>,
     max_bytes: usize,
     depth: usize,
-    check: bool,
 ) -> Result<(), JoinError<E>> {
     if depth > MAX_DEPTH {
         return Err(JoinError::TooLarge);
@@ -318,7 +404,7 @@ fn append<E>(
     let bytes = fetch(sha)
         .map_err(JoinError::Fetch)?
         .ok_or_else(|| JoinError::Missing(sha.clone()))?;
-    if check && sha256(&bytes) != *sha {
+    if sha256(&bytes) != *sha {
         return Err(JoinError::Altered(sha.clone()));
     }
     let (refs, start) = parse(&bytes).ok_or_else(|| JoinError::Malformed(sha.clone()))?;
@@ -327,7 +413,7 @@ fn append<E>(
     for (at, child) in &refs {
         out.extend_from_slice(&literal[done..*at]);
         done = *at;
-        append(child, fetch, out, max_bytes, depth + 1, check)?;
+        append(child, fetch, out, max_bytes, depth + 1)?;
     }
     out.extend_from_slice(&literal[done..]);
     if out.len() > max_bytes {
@@ -341,7 +427,7 @@ mod tests {
     use super::*;
 
     fn rejoin(split: &Split) -> Vec<u8> {
-        join(&split.root, usize::MAX, |sha| {
+        let one = join(&split.root, usize::MAX, |sha| {
             Ok::<_, ()>(
                 split
                     .parts
@@ -350,7 +436,35 @@ mod tests {
                     .map(|(_, b)| b.clone()),
             )
         })
-        .unwrap()
+        .unwrap();
+        for check in [PartCheck::EachPart, PartCheck::WholeOnly] {
+            assert_eq!(levels(split, check, |_, b| Some(b)).unwrap(), one);
+        }
+        one
+    }
+
+    /// [`join_levels`] over `split`'s parts, each passed through `edit`
+    /// (`None`: not stored); every level fetches each hash once.
+    fn levels(
+        split: &Split,
+        check: PartCheck,
+        edit: impl Fn(&Sha256Hex, Vec<u8>) -> Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, JoinError<()>> {
+        join_levels(&split.root, usize::MAX, check, |level| {
+            let distinct: std::collections::HashSet<_> = level.iter().collect();
+            assert_eq!(
+                distinct.len(),
+                level.len(),
+                "a hash fetched twice in a level"
+            );
+            Ok(level
+                .iter()
+                .map(|sha| {
+                    let bytes = split.parts.iter().find(|(s, _)| s == sha)?.1.clone();
+                    edit(sha, bytes)
+                })
+                .collect())
+        })
     }
 
     #[test]
@@ -435,5 +549,51 @@ mod tests {
             Ok::<_, ()>(Some(bytes))
         });
         assert!(matches!(altered, Err(JoinError::Altered(s)) if s == child.0));
+        let missing = levels(&split, PartCheck::EachPart, |sha, b| {
+            (sha != &child.0).then_some(b)
+        });
+        assert!(matches!(missing, Err(JoinError::Missing(s)) if s == child.0));
+        let altered = levels(&split, PartCheck::EachPart, |sha, mut b| {
+            if sha == &child.0 {
+                b.push(b' ');
+            }
+            Some(b)
+        });
+        assert!(matches!(altered, Err(JoinError::Altered(s)) if s == child.0));
+        // Unchecked, the altered bytes come back for the caller's whole hash
+        // to refuse.
+        let unchecked = levels(&split, PartCheck::WholeOnly, |sha, mut b| {
+            if sha == &child.0 {
+                b.push(b' ');
+            }
+            Some(b)
+        });
+        assert_ne!(unchecked.unwrap(), bytes);
+    }
+
+    #[test]
+    fn join_levels_refuses_a_cycle_and_a_result_over_its_cap() {
+        let bytes = to_canonical_bytes(&serde_json::json!({"m": "z".repeat(400)})).unwrap();
+        let split = split(&bytes);
+        let capped = join_levels(&split.root, bytes.len() - 1, PartCheck::EachPart, |level| {
+            Ok::<_, ()>(
+                level
+                    .iter()
+                    .map(|sha| Some(split.parts.iter().find(|(s, _)| s == sha)?.1.clone()))
+                    .collect(),
+            )
+        });
+        assert!(matches!(capped, Err(JoinError::TooLarge)));
+        // A root that references itself (only unchecked bytes can).
+        let root = sha256(b"loop");
+        let mut looping = b"tsp1".to_vec();
+        looping.extend_from_slice(&1u32.to_le_bytes());
+        looping.extend_from_slice(&0u32.to_le_bytes());
+        looping.extend_from_slice(&raw(&root));
+        looping.extend_from_slice(b"x");
+        let cycle = join_levels(&root, usize::MAX, PartCheck::WholeOnly, |level| {
+            Ok::<_, ()>(level.iter().map(|_| Some(looping.clone())).collect())
+        });
+        assert!(matches!(cycle, Err(JoinError::TooLarge)));
     }
 }

@@ -44,7 +44,7 @@ use stream_core::ids::{derive_document_id, derive_version_id};
 use stream_core::payload::FileChanged;
 use stream_core::text::{BoundedText, Label};
 use stream_core::{DocumentId, EventId, NewEvent, Sha256Hex, SourceName, VersionId};
-use stream_store::{Read, Store, StoreError, VersionRow};
+use stream_store::{Read, Store, StoreError, Tx, VersionRow};
 
 /// Bounds of one scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,6 +211,45 @@ pub fn scan_with_limits(
     root: &Path,
     limits: &ScanLimits,
 ) -> Result<ScanReport, ScanError> {
+    let (mut report, found) = walk_source(source, root, limits)?;
+    // Decide against the latest commit; only if something is new, take the
+    // write lock and decide again inside the transaction.
+    let plan = plan(store, source, &found)?;
+    check_new_bytes(&plan, limits)?;
+    let plan = if plan.changes.is_empty() {
+        plan
+    } else {
+        let mut tx = store.begin()?;
+        let plan = record(&mut *tx, source, &found, limits)?;
+        if !plan.changes.is_empty() {
+            tx.commit()?;
+        }
+        plan
+    };
+    finish(&mut report, plan);
+    Ok(report)
+}
+
+/// [`scan_with_limits`] inside the caller's transaction, which commits it
+/// (or not) with whatever else it holds: the materializer commits the new
+/// version of `memory.md` with its receipt, in one commit.
+pub fn scan_in(
+    tx: &mut dyn Tx,
+    source: &SourceName,
+    root: &Path,
+    limits: &ScanLimits,
+) -> Result<ScanReport, ScanError> {
+    let (mut report, found) = walk_source(source, root, limits)?;
+    let plan = record(tx, source, &found, limits)?;
+    finish(&mut report, plan);
+    Ok(report)
+}
+
+fn walk_source(
+    source: &SourceName,
+    root: &Path,
+    limits: &ScanLimits,
+) -> Result<(ScanReport, Vec<Found>), ScanError> {
     if !source.as_str().starts_with("filesystem:") {
         return Err(ScanError::NotAFilesystemSource {
             source_name: source.to_string(),
@@ -219,10 +258,10 @@ pub fn scan_with_limits(
     let mut report = ScanReport::default();
     let found = walk_root(root, limits, &mut report)?;
     report.files = found.len();
+    Ok((report, found))
+}
 
-    // Decide against the latest commit; only if something is new, take the
-    // write lock and decide again inside the transaction.
-    let plan = plan(store, source, &found)?;
+fn check_new_bytes(plan: &Plan, limits: &ScanLimits) -> Result<(), ScanError> {
     let mut new_bytes: u64 = 0;
     for change in &plan.changes {
         new_bytes = new_bytes.saturating_add(change.version.size);
@@ -232,25 +271,32 @@ pub fn scan_with_limits(
             });
         }
     }
-    let plan = if plan.changes.is_empty() {
-        plan
-    } else {
-        let mut tx = store.begin()?;
-        let plan = self::plan(&*tx, source, &found)?;
-        for change in &plan.changes {
-            let bytes = &found[change.found].bytes;
-            let blob = tx.put_blob(bytes)?;
-            debug_assert_eq!(blob, change.version.sha256);
-            tx.ensure_document(&change.version.document_id, source, &change.path)?;
-            tx.insert_version(&change.version)?;
-            tx.set_current_version(&change.version.document_id, &change.version.id)?;
-            tx.append(&change.event)?.or_conflict(&change.event.id)?;
-        }
-        if !plan.changes.is_empty() {
-            tx.commit()?;
-        }
-        plan
-    };
+    Ok(())
+}
+
+/// Plans against `tx` and writes every new version into it (not
+/// committed): the one place a scan writes.
+fn record(
+    tx: &mut dyn Tx,
+    source: &SourceName,
+    found: &[Found],
+    limits: &ScanLimits,
+) -> Result<Plan, ScanError> {
+    let plan = plan(&*tx, source, found)?;
+    check_new_bytes(&plan, limits)?;
+    for change in &plan.changes {
+        let bytes = &found[change.found].bytes;
+        let blob = tx.put_blob(bytes)?;
+        debug_assert_eq!(blob, change.version.sha256);
+        tx.ensure_document(&change.version.document_id, source, &change.path)?;
+        tx.insert_version(&change.version)?;
+        tx.set_current_version(&change.version.document_id, &change.version.id)?;
+        tx.append(&change.event)?.or_conflict(&change.event.id)?;
+    }
+    Ok(plan)
+}
+
+fn finish(report: &mut ScanReport, plan: Plan) {
     report.unchanged = plan.unchanged;
     report.missing = plan.missing;
     report.new_versions = plan
@@ -266,7 +312,6 @@ pub fn scan_with_limits(
             event_id: c.event.id,
         })
         .collect();
-    Ok(report)
 }
 
 struct Change {

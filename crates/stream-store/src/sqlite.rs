@@ -13,7 +13,7 @@ use stream_core::{
 };
 
 use crate::migrate::{Budget, check_identity, migrate};
-use crate::parts::{put_snapshot, read_snapshot};
+use crate::sqlite_parts::{put_snapshot, read_snapshot};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
     Tx, VersionRow,

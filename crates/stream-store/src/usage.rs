@@ -21,7 +21,7 @@ pub struct StoreUsage {
     pub event_bytes: u64,
     /// Snapshots stored as parts.
     pub snapshots: u64,
-    /// Distinct snapshot parts.
+    /// Distinct snapshot parts (blobs in part encoding).
     pub snapshot_parts: u64,
     /// Their bytes.
     pub snapshot_part_bytes: u64,
@@ -34,6 +34,11 @@ pub struct StoreUsage {
     /// Their bytes.
     pub other_blob_bytes: u64,
 }
+
+/// A blob in part encoding: it starts with `stream_core::parts::HEADER`
+/// ("tsp1"; checked by `the_part_header_is_what_usage_recognises`). A photo
+/// starting so would be counted as a part: statistics only.
+const IS_PART: &str = "substr(bytes, 1, 4) = CAST('tsp1' AS BLOB)";
 
 fn count(c: &Connection, sql: &str) -> Result<(u64, u64), StoreError> {
     c.query_row(sql, [], |r| {
@@ -65,22 +70,26 @@ impl SqliteStore {
                  + length(payload_sha256) + 24) FROM events",
             )?;
             let (snapshots, _) = count(c, "SELECT count(*), 0 FROM snapshots")?;
+            // A part is recognised by its header; a document version's
+            // blob counts as a document whatever it starts with.
             let (snapshot_parts, snapshot_part_bytes) = count(
                 c,
-                "SELECT count(*), sum(length(b.bytes)) FROM snapshot_parts p \
-                 JOIN blobs b ON b.sha256 = p.sha256",
+                &format!(
+                    "SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_PART} \
+                     AND sha256 NOT IN (SELECT sha256 FROM document_versions)"
+                ),
             )?;
             let (document_blobs, document_bytes) = count(
                 c,
                 "SELECT count(*), sum(length(bytes)) FROM blobs WHERE sha256 IN \
-                 (SELECT sha256 FROM document_versions) \
-                 AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)",
+                 (SELECT sha256 FROM document_versions)",
             )?;
             let (other_blobs, other_blob_bytes) = count(
                 c,
-                "SELECT count(*), sum(length(bytes)) FROM blobs WHERE sha256 NOT IN \
-                 (SELECT sha256 FROM document_versions) \
-                 AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)",
+                &format!(
+                    "SELECT count(*), sum(length(bytes)) FROM blobs WHERE NOT {IS_PART} \
+                     AND sha256 NOT IN (SELECT sha256 FROM document_versions)"
+                ),
             )?;
             Ok(StoreUsage {
                 file_bytes,
@@ -127,5 +136,19 @@ impl SqliteStore {
         dest.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
             .map_err(backend)?;
         dest.close().map_err(|(_, e)| backend(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_part_header_is_what_usage_recognises() {
+        let header = std::str::from_utf8(stream_core::parts::HEADER).unwrap();
+        assert_eq!(
+            header.len(),
+            4,
+            "substr(bytes, 1, 4) reads the whole header"
+        );
+        assert!(super::IS_PART.contains(&format!("CAST('{header}' AS BLOB)")));
     }
 }

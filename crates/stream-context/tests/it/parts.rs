@@ -80,8 +80,8 @@ fn tamper(store: &SqliteStore, sql: &str) {
     // The memory part: the only part holding the memory text.
     let part: String = conn
         .query_row(
-            "SELECT b.sha256 FROM blobs b JOIN snapshot_parts p ON p.sha256 = b.sha256 \
-             WHERE instr(b.bytes, CAST('canary-memory-line' AS BLOB)) > 0 \
+            "SELECT b.sha256 FROM blobs b WHERE substr(b.bytes, 1, 4) = CAST('tsp1' AS BLOB) \
+             AND instr(b.bytes, CAST('canary-memory-line' AS BLOB)) > 0 \
              ORDER BY length(b.bytes) LIMIT 1",
             [],
             |r| r.get(0),

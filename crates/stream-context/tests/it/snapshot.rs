@@ -1,4 +1,4 @@
-use stream_context::{Snapshot, Turn, build};
+use stream_context::{Manifest, Snapshot, Turn, build};
 use stream_core::ids::derive_run_id;
 use stream_core::payload::ProposalKind;
 use stream_core::{EventId, RunId, StoredEvent};
@@ -309,4 +309,29 @@ fn the_output_contract_rule_holds_by_construction() {
         .unwrap();
     assert_eq!(output.output_contract, OutputContract::ConversationText1);
     assert_eq!(target.output_contract, output.output_contract);
+}
+
+/// `decode` hashes each part as its slice of the checked canonical bytes:
+/// the same manifest as encoding every part, with and without memory.
+#[test]
+fn the_manifest_checked_from_slices_is_the_manifest_of_the_parts() {
+    let mut fx = Fixture::new();
+    fx.memory("---\nid: m\n---\ncanary-memory \"quoted\" \u{1F600}\n");
+    let m1 = fx.message("one \u{e000} \\ \"");
+    fx.reply(&m1, "r1");
+    let now = fx.message("two");
+    let mut unsubscribed = spec(&all_kinds());
+    unsubscribed.memory_subscribed = false;
+    for spec in [spec(&all_kinds()), unsubscribed] {
+        let s = build(&fx.store, &spec, &run_for(&now), &now).unwrap();
+        assert_eq!(s.manifest, Manifest::of(&s).unwrap());
+        let (bytes, id) = s.encode().unwrap();
+        assert_eq!(Snapshot::decode(&bytes, &id).unwrap(), s);
+        // One part changed under the old manifest is refused.
+        let mut other = s.clone();
+        other.capabilities.tools.clear();
+        let (bad, bad_id) = other.encode().unwrap();
+        let err = Snapshot::decode(&bad, &bad_id).unwrap_err();
+        assert!(err.to_string().contains("manifest"), "{err}");
+    }
 }

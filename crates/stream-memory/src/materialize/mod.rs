@@ -36,19 +36,22 @@
 //!    still ours, an atomic rename over `memory.md`, fsync of the root
 //!    (`write`).
 //! 6. **Scan** of the exact configured source with
-//!    [`scan_with_limits`](crate::scan::scan_with_limits) (`scan`), then **verification** of the new immutable version (hash,
-//!    byte count, predecessor), the current pointer, the blob and the
-//!    `file.changed@1` event (`receipt`).
+//!    [`scan_in`](crate::scan::scan_in) (`scan`), then **verification** of
+//!    the new immutable version (hash, byte count, predecessor), the current
+//!    pointer, the blob and the `file.changed@1` event (`receipt`).
 //! 7. **Receipt**: `stream.thought.agent.memory-change.materialized@1` on
 //!    `system:proposals`, rooted at the proposal's root, parented to the
-//!    decision. Any refusal of step 4–6 appends
-//!    `…materialization.failed@1` with its reason code instead — the same
-//!    identity, so a decision has exactly one outcome.
+//!    decision, in the same transaction as step 6: the new version and its
+//!    receipt commit together, after the file and the root were fsynced.
+//!    Any refusal of step 4–6 appends `…materialization.failed@1` with its
+//!    reason code instead (step 6's writes roll back) — the same identity,
+//!    so a decision has exactly one outcome.
 //!
 //! **Crash recovery.** A crash after the rename and before the receipt
 //! leaves `memory.md` holding exactly the bytes this decision produces from
-//! the frozen base, and the pointer at the base (crash before the scan) or
-//! at the version those bytes derive from it (crash after). A rerun
+//! the frozen base, and the pointer at the base (this materializer's scan
+//! commits with the receipt) or at the version those bytes derive from it
+//! (another process scanned in between, e.g. `serve`). A rerun
 //! recognises exactly those two states and finishes: mode, fsync, scan,
 //! verify, receipt. Any other state is `stale-base`.
 //!
@@ -87,8 +90,8 @@ pub use pending::{PendingReport, materialize_pending};
 pub use root::lock_name;
 
 use error::Stop;
-use outcome::{Trusted, existing_outcome, record};
-use revalidate::{Held, attempt};
+use outcome::{Trusted, existing_outcome, record, record_in};
+use revalidate::{Held, Written, attempt, scan_and_verify};
 use root::root_identity;
 
 /// Where and how memory may be materialized: from the operator's config,
@@ -153,14 +156,10 @@ pub fn materialize_verified(
         lock: &lock,
         root: locked_root,
     };
-    let outcome = match attempt(store, config, proposal, text, &held, &trusted) {
-        Ok(payload) => record(store, &trusted, &payload, |receipt, recorded| {
-            MaterializeOutcome::Materialized {
-                receipt,
-                payload: Box::new(payload.clone()),
-                recorded,
-            }
-        })?,
+    let receipt = attempt(store, config, proposal, text, &held, &trusted)
+        .and_then(|written| commit_receipt(store, config, proposal, written, &trusted));
+    let outcome = match receipt {
+        Ok(outcome) => outcome,
         Err(Stop::Fail(reason)) => {
             let payload = MaterializationFailed {
                 proposal_event_id: trusted.proposal.clone(),
@@ -200,6 +199,30 @@ pub fn materialize_verified(
         MaterializeOutcome::Rejected => {}
     }
     lock.release()?;
+    Ok(outcome)
+}
+
+/// Step 6 and 7 in one transaction: the scan of the written bytes, their
+/// verification and the receipt commit together (one commit). A refusal
+/// rolls the scan back with it; the failure is then recorded on its own.
+fn commit_receipt(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    proposal: &MemoryChangeProposed,
+    written: Written,
+    trusted: &Trusted,
+) -> Result<MaterializeOutcome, Stop> {
+    let mut tx = store.begin()?;
+    let payload = scan_and_verify(&mut *tx, config, proposal, written, trusted)?;
+    let outcome = record_in(&mut *tx, trusted, &payload, |receipt, recorded| {
+        MaterializeOutcome::Materialized {
+            receipt,
+            payload: Box::new(payload.clone()),
+            recorded,
+        }
+    })
+    .map_err(Stop::Abort)?;
+    tx.commit()?;
     Ok(outcome)
 }
 

@@ -5,7 +5,7 @@ use stream_core::payload::{
     MaterializationFailed, MaterializationFailure, MemoryChangeMaterialized,
 };
 use stream_core::{EventId, NewEvent, Payload, SourceName};
-use stream_store::{AppendOutcome, Read, Store};
+use stream_store::{AppendOutcome, Read, Store, Tx};
 
 use super::error::MaterializeError;
 
@@ -105,9 +105,24 @@ pub(super) fn existing_outcome(
     Err(invalid())
 }
 
-/// Appends an outcome; on a conflict (another outcome won), returns that one.
+/// Appends an outcome in its own transaction; on a conflict (another
+/// outcome won), returns that one.
 pub(super) fn record<P: Payload>(
     store: &dyn Store,
+    trusted: &Trusted,
+    payload: &P,
+    outcome: impl FnOnce(EventId, Recorded) -> MaterializeOutcome,
+) -> Result<MaterializeOutcome, MaterializeError> {
+    let mut tx = store.begin()?;
+    let recorded = record_in(&mut *tx, trusted, payload, outcome)?;
+    tx.commit()?;
+    Ok(recorded)
+}
+
+/// Appends an outcome inside `tx` (the caller commits); on a conflict
+/// (another outcome won), returns that one.
+pub(super) fn record_in<P: Payload>(
+    tx: &mut dyn Tx,
     trusted: &Trusted,
     payload: &P,
     outcome: impl FnOnce(EventId, Recorded) -> MaterializeOutcome,
@@ -118,11 +133,11 @@ pub(super) fn record<P: Payload>(
             decision: trusted.decision.clone(),
         });
     }
-    match store.append(&event)? {
+    match tx.append(&event)? {
         AppendOutcome::Inserted { .. } => Ok(outcome(event.id, Recorded::Now)),
         AppendOutcome::Converged { .. } => Ok(outcome(event.id, Recorded::Already)),
         AppendOutcome::Conflict => {
-            existing_outcome(store, trusted)?.ok_or_else(|| MaterializeError::OutcomeInvalid {
+            existing_outcome(&*tx, trusted)?.ok_or_else(|| MaterializeError::OutcomeInvalid {
                 decision: trusted.decision.clone(),
             })
         }

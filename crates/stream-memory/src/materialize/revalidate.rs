@@ -1,14 +1,15 @@
 //! Steps 4–6 of [`super::materialize`]: the revalidation list of
 //! `docs/design.md §15`, each refusal a closed reason code, then the
-//! write, the scan and the verification of the new version.
+//! write; then, inside the receipt's transaction, the scan and the
+//! verification of the new version.
 
 use stream_core::canon::sha256;
 use stream_core::ids::derive_version_id;
 use stream_core::payload::{
     MaterializationFailure, MemoryChangeMaterialized, MemoryChangeProposed,
 };
-use stream_core::{MemoryPath, SourceName};
-use stream_store::{Read, Store, VersionRow};
+use stream_core::{MemoryPath, Sha256Hex, SourceName, VersionId};
+use stream_store::{Read, Store, Tx, VersionRow};
 
 use super::MaterializeConfig;
 use super::compose::compose;
@@ -18,7 +19,7 @@ use super::root::Root;
 use super::verify::verify_new_version;
 use crate::frontmatter;
 use crate::lock::RootLock;
-use crate::scan::{ScanError, ScanLimits, scan_with_limits};
+use crate::scan::{ScanError, ScanLimits, scan_in, scan_with_limits};
 
 /// The verified frozen base.
 struct Base {
@@ -52,7 +53,15 @@ pub(super) struct Held<'a> {
     pub(super) root: Option<(u64, u64)>,
 }
 
-/// Steps 4–6: revalidate, write, scan, verify. Returns the receipt payload.
+/// What step 5 wrote, for step 6 to scan and verify.
+pub(super) struct Written {
+    base: VersionRow,
+    new: Vec<u8>,
+    new_sha: Sha256Hex,
+    new_version: VersionId,
+}
+
+/// Steps 4–5: revalidate, write (or find this decision's bytes written).
 pub(super) fn attempt(
     store: &dyn Store,
     config: &MaterializeConfig,
@@ -60,7 +69,7 @@ pub(super) fn attempt(
     text: &str,
     held: &Held<'_>,
     trusted: &Trusted,
-) -> Result<MemoryChangeMaterialized, Stop> {
+) -> Result<Written, Stop> {
     use MaterializationFailure as F;
     let target = &proposal.target;
     let context = SourceName::fixed(SourceName::CONTEXT);
@@ -124,15 +133,43 @@ pub(super) fn attempt(
         }
     }
 
-    scan_root(store, config)?;
-    let file_event_id = verify_new_version(store, &config.source, &base.row, &new, &new_version)?;
+    Ok(Written {
+        base: base.row,
+        new,
+        new_sha,
+        new_version,
+    })
+}
+
+/// Step 6 inside `tx`, the transaction that also appends the receipt: the
+/// scan records the written bytes as the new version, which is verified;
+/// returns the receipt payload. The new version and its receipt commit
+/// together, after `memory.md` was made durable (file and root fsynced).
+pub(super) fn scan_and_verify(
+    tx: &mut dyn Tx,
+    config: &MaterializeConfig,
+    proposal: &MemoryChangeProposed,
+    written: Written,
+    trusted: &Trusted,
+) -> Result<MemoryChangeMaterialized, Stop> {
+    match scan_in(tx, &config.source, &config.root, &scan_limits(config)) {
+        Ok(_) => {}
+        Err(e) => return Err(scan_refusal(e)),
+    }
+    let Written {
+        base,
+        new,
+        new_sha,
+        new_version,
+    } = written;
+    let file_event_id = verify_new_version(&*tx, &config.source, &base, &new, &new_version)?;
     Ok(MemoryChangeMaterialized {
         proposal_event_id: trusted.proposal.clone(),
         decision_event_id: trusted.decision.clone(),
         source: config.source.clone(),
-        document_id: target.document_id.clone(),
-        base_version_id: base.row.id,
-        base_sha256: base.row.sha256,
+        document_id: proposal.target.document_id.clone(),
+        base_version_id: base.id,
+        base_sha256: base.sha256,
         new_version_id: new_version,
         new_sha256: new_sha,
         byte_count: new.len() as u64,
@@ -140,26 +177,34 @@ pub(super) fn attempt(
     })
 }
 
-/// Scans the exact configured source. A store error is transient (abort);
-/// any other refusal is the `scan` reason.
+/// Scans the exact configured source.
 fn scan_root(store: &dyn Store, config: &MaterializeConfig) -> Result<(), Stop> {
-    let limits = ScanLimits {
+    match scan_with_limits(store, &config.source, &config.root, &scan_limits(config)) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(scan_refusal(e)),
+    }
+}
+
+fn scan_limits(config: &MaterializeConfig) -> ScanLimits {
+    ScanLimits {
         max_file_bytes: config.max_bytes.max(ScanLimits::DEFAULT_MAX_FILE_BYTES),
         ..ScanLimits::default()
-    };
-    match scan_with_limits(store, &config.source, &config.root, &limits) {
-        Ok(_) => Ok(()),
-        Err(ScanError::Store(e)) => Err(e.into()),
-        Err(
-            ScanError::NotAFilesystemSource { .. }
-            | ScanError::RootMissing
-            | ScanError::RootIsSymlink
-            | ScanError::RootNotADirectory
-            | ScanError::Io(_)
-            | ScanError::TooManyEntries { .. }
-            | ScanError::TooManyNewBytes { .. }
-            | ScanError::Record(_),
-        ) => fail(MaterializationFailure::Scan),
+    }
+}
+
+/// A store error is transient (abort); any other refusal is the `scan`
+/// reason.
+fn scan_refusal(e: ScanError) -> Stop {
+    match e {
+        ScanError::Store(e) => e.into(),
+        ScanError::NotAFilesystemSource { .. }
+        | ScanError::RootMissing
+        | ScanError::RootIsSymlink
+        | ScanError::RootNotADirectory
+        | ScanError::Io(_)
+        | ScanError::TooManyEntries { .. }
+        | ScanError::TooManyNewBytes { .. }
+        | ScanError::Record(_) => Stop::Fail(MaterializationFailure::Scan),
     }
 }
 

@@ -332,5 +332,23 @@ pub(crate) fn read_snapshot(c: &mut Conn, id: &SnapshotId) -> Result<Option<Vec<
         return Ok(None);
     };
     let root: String = row.try_get(0).map_err(|_| invalid("snapshot"))?;
-    crate::parts::reassemble(id, &root, |sha| read_blob(c, sha)).map(Some)
+    crate::parts::join_snapshot(id, &root, |level| read_level(c, level)).map(Some)
+}
+
+/// The bytes of each of `hashes`, in order (`None` when not stored): one
+/// level of a snapshot's part tree in one query.
+fn read_level(c: &mut Conn, hashes: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    let keys: Vec<&str> = hashes.iter().map(Sha256Hex::as_str).collect();
+    let rows = query(
+        c,
+        "SELECT sha256, bytes FROM blobs WHERE sha256 = ANY($1)",
+        &[&keys],
+    )?;
+    let mut found = std::collections::HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let sha: String = row.try_get(0).map_err(|_| invalid("blob"))?;
+        let bytes: Vec<u8> = row.try_get(1).map_err(|_| invalid("blob"))?;
+        found.insert(sha, bytes);
+    }
+    Ok(keys.iter().map(|k| found.get(*k).cloned()).collect())
 }

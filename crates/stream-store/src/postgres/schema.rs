@@ -16,7 +16,7 @@ const APPLICATION: &str = "thestream";
 /// Schema steps, applied in order. Index + 1 is the version after it.
 /// Never edit a shipped step.
 const MIGRATIONS: &[&str] = &[
-    // 1: everything the SQLite schema 3 holds, plus per-source heads.
+    // 1: everything the SQLite schema 4 holds, plus per-source heads.
     r#"
     CREATE TABLE thestream_schema (
         application TEXT NOT NULL,
@@ -88,9 +88,6 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE snapshots (
         id   TEXT PRIMARY KEY,
         root TEXT NOT NULL REFERENCES blobs (sha256)
-    );
-    CREATE TABLE snapshot_parts (
-        sha256 TEXT PRIMARY KEY REFERENCES blobs (sha256)
     );
     INSERT INTO thestream_schema (application, version) VALUES ('thestream', 0);
     "#,

@@ -5,23 +5,24 @@ use super::read::query;
 use super::{PostgresStore, backend};
 use crate::{StoreError, StoreUsage};
 
-const USAGE: &str = "SELECT pg_database_size(current_database()), \
+/// As SQLite's usage: a part is a blob starting with
+/// `stream_core::parts::HEADER`, unless a document version holds it.
+const USAGE: &str = "WITH kinds AS (SELECT octet_length(bytes) AS n, CASE \
+        WHEN sha256 IN (SELECT sha256 FROM document_versions) THEN 'document' \
+        WHEN substr(bytes, 1, 4) = 'tsp1'::bytea THEN 'part' ELSE 'other' END AS kind \
+        FROM blobs) \
+    SELECT pg_database_size(current_database()), \
     (SELECT count(*) FROM events), \
     (SELECT coalesce(sum(octet_length(payload) + octet_length(id) + octet_length(source) \
         + octet_length(type) + octet_length(authorship) + coalesce(octet_length(root), 0) \
         + coalesce(octet_length(parent), 0) + octet_length(payload_sha256) + 24), 0) FROM events), \
     (SELECT count(*) FROM snapshots), \
-    (SELECT count(*) FROM snapshot_parts), \
-    (SELECT coalesce(sum(octet_length(b.bytes)), 0) FROM snapshot_parts p \
-        JOIN blobs b ON b.sha256 = p.sha256), \
-    (SELECT count(*) FROM blobs WHERE sha256 IN (SELECT sha256 FROM document_versions) \
-        AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)), \
-    (SELECT coalesce(sum(octet_length(bytes)), 0) FROM blobs WHERE sha256 IN \
-        (SELECT sha256 FROM document_versions) AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)), \
-    (SELECT count(*) FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM document_versions) \
-        AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts)), \
-    (SELECT coalesce(sum(octet_length(bytes)), 0) FROM blobs WHERE sha256 NOT IN \
-        (SELECT sha256 FROM document_versions) AND sha256 NOT IN (SELECT sha256 FROM snapshot_parts))";
+    (SELECT count(*) FROM kinds WHERE kind = 'part'), \
+    (SELECT coalesce(sum(n), 0)::bigint FROM kinds WHERE kind = 'part'), \
+    (SELECT count(*) FROM kinds WHERE kind = 'document'), \
+    (SELECT coalesce(sum(n), 0)::bigint FROM kinds WHERE kind = 'document'), \
+    (SELECT count(*) FROM kinds WHERE kind = 'other'), \
+    (SELECT coalesce(sum(n), 0)::bigint FROM kinds WHERE kind = 'other')";
 
 impl PostgresStore {
     /// The database's size and its bytes by kind.

@@ -99,20 +99,16 @@ pub(crate) fn put_blob(c: &mut Conn, bytes: &[u8]) -> Result<Sha256Hex, StoreErr
 }
 
 pub(crate) fn put_snapshot(c: &mut Conn, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
-    let split = crate::parts::checked_split(id, bytes)?;
+    crate::parts::check_snapshot(id, bytes)?;
     if query_opt(c, "SELECT 1 FROM snapshots WHERE id = $1", &[&id.as_str()])?.is_some() {
         return Ok(());
     }
+    let split = crate::parts::split_snapshot(bytes);
     for (sha, part) in &split.parts {
         execute(
             c,
             "INSERT INTO blobs (sha256, bytes) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING",
             &[&sha.as_str(), part],
-        )?;
-        execute(
-            c,
-            "INSERT INTO snapshot_parts (sha256) VALUES ($1) ON CONFLICT (sha256) DO NOTHING",
-            &[&sha.as_str()],
         )?;
     }
     execute(

@@ -7,6 +7,7 @@
 
 mod common;
 mod migration;
+mod parts;
 mod postgres;
 mod processes;
 mod refusals;

@@ -13,6 +13,13 @@ const FIXTURE: &str = concat!(
     "/tests/fixtures/store-v1-demo.db"
 );
 
+/// A store written by the `demo` of the build before schema 4 (schema 3:
+/// parts listed again in `snapshot_parts`).
+const FIXTURE_V3: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/store-v3-demo.db"
+);
+
 fn fixture_copy() -> (PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
@@ -89,4 +96,74 @@ fn a_migration_stopped_between_transactions_finishes_at_the_next_open() {
         .unwrap();
     assert_eq!(rewritten, 2);
     assert_migrated(&path, &before);
+}
+
+#[test]
+fn opening_a_current_store_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    // Another connection sees every commit as a change of data_version.
+    let observer = Connection::open(&path).unwrap();
+    let version = || -> i64 {
+        observer
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = version();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(version(), before, "an open of a current store wrote");
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    drop(store);
+    assert_eq!(version(), before);
+}
+
+#[test]
+fn the_schema_3_demo_store_drops_the_part_list_and_keeps_every_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    std::fs::copy(FIXTURE_V3, &path).unwrap();
+    assert_eq!(user_version(&path), 3);
+    let (ids, listed) = {
+        let conn = Connection::open(&path).unwrap();
+        let ids: Vec<String> = conn
+            .prepare("SELECT id FROM snapshots ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        let listed: i64 = conn
+            .query_row("SELECT count(*) FROM snapshot_parts", [], |r| r.get(0))
+            .unwrap();
+        (ids, listed)
+    };
+    assert_eq!(ids.len(), 6, "the fixture holds six snapshots");
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    for id in &ids {
+        let id: SnapshotId = id.parse().unwrap();
+        let bytes = store.snapshot(&id).unwrap().unwrap();
+        assert_eq!(sha256(&bytes).as_str(), id.as_str());
+    }
+    let usage = store.usage().unwrap();
+    assert_eq!(usage.snapshots, 6);
+    assert_eq!(
+        usage.snapshot_parts, listed as u64,
+        "parts are recognised by header"
+    );
+    let list_left: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'snapshot_parts'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(list_left, 0);
+    let check: String = Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
 }
