@@ -195,6 +195,53 @@ fn main() {
         "one provider request per attempt"
     );
 
+    // In process, the CPU work on an attempt's critical path: the worker's
+    // (packet frame parsed, schemas compiled, request built and framed) and
+    // the parent's (request rebuilt, serialized, canonically compared).
+    let frame =
+        serde_json::to_vec(&stream_protocol::ParentFrame::Packet(Box::new(p.clone()))).unwrap();
+    let (mut parse, mut prepare, mut build, mut parent) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..runs {
+        let t = Instant::now();
+        let stream_protocol::ParentFrame::Packet(got) =
+            serde_json::from_slice::<stream_protocol::ParentFrame>(&frame).unwrap()
+        else {
+            panic!("not a packet")
+        };
+        parse.push(t.elapsed());
+        let t = Instant::now();
+        let prepared = stream_worker::validate::PreparedPacket::new(&got).unwrap();
+        prepare.push(t.elapsed());
+        let t = Instant::now();
+        let body = stream_provider::build_request(prepared.packet()).unwrap();
+        let line = serde_json::to_vec(&body).unwrap();
+        build.push(t.elapsed());
+        let t = Instant::now();
+        let expected = stream_provider::build_request(&p).unwrap();
+        let _wire = serde_json::to_vec(&expected).unwrap();
+        let received: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            stream_core::canon::to_canonical_bytes(&received).unwrap(),
+            stream_core::canon::to_canonical_bytes(&expected).unwrap()
+        );
+        parent.push(t.elapsed());
+    }
+    println!(
+        "in process, first run: parse {:.0} us, schemas {:.0} us, build {:.0} us, parent {:.0} us",
+        parse[0].as_secs_f64() * 1e6,
+        prepare[0].as_secs_f64() * 1e6,
+        build[0].as_secs_f64() * 1e6,
+        parent[0].as_secs_f64() * 1e6
+    );
+    let us = |xs: Vec<Duration>| median(xs).as_secs_f64() * 1e6;
+    println!(
+        "in process, medians: worker parses the packet {:.0} us, compiles its schemas {:.0} us, builds the request {:.0} us; parent rebuilds + compares {:.0} us",
+        us(parse),
+        us(prepare),
+        us(build),
+        us(parent)
+    );
+
     let image = stream_sandbox::WorkerImage::load(&worker).unwrap();
     let limits = stream_sandbox::SpawnLimits::default();
     let to_hello = |child: stream_sandbox::WorkerChild| {

@@ -356,21 +356,17 @@ pub(crate) fn launch(
 /// Phase 2: the packet to an accepted worker, the one request, its check.
 fn exchange(
     mut session: Session,
-    packet: &Packet,
+    packet: Box<Packet>,
     expected: &serde_json::Value,
 ) -> Result<Session, AttemptError> {
-    session.write(
-        Stage::Packet,
-        &ParentFrame::Packet(Box::new(packet.clone())),
-    )?;
+    session.write(Stage::Packet, &ParentFrame::Packet(packet))?;
+    // While the worker prepares its request: the parent's half of the check.
+    let want = stream_core::canon::to_canonical_bytes(expected);
     let request: BrokerRequest = match session.read(Stage::Request)? {
         WorkerFrame::BrokerRequest(request) => request,
         other => return Err(session.unexpected(Stage::Request, &other)),
     };
-    let same = match (
-        stream_core::canon::to_canonical_bytes(&request.body),
-        stream_core::canon::to_canonical_bytes(expected),
-    ) {
+    let same = match (stream_core::canon::to_canonical_bytes(&request.body), want) {
         (Ok(got), Ok(want)) => got == want,
         (Err(_), _) | (_, Err(_)) => false,
     };
@@ -434,6 +430,7 @@ async fn blocking<T: Send + 'static>(
 
 pub(crate) async fn run(broker: &Broker, packet: &Packet) -> Result<AttemptReport, AttemptError> {
     let outcome = run_inner(broker, packet).await;
+    broker.workers.refill();
     let run = packet.run_id.short(12);
     match &outcome {
         Ok(report) => tracing::info!(
@@ -462,11 +459,11 @@ async fn run_inner(broker: &Broker, packet: &Packet) -> Result<AttemptReport, At
     let api = packet.provider.api;
     let body = serde_json::to_vec(&expected).map_err(|_| AttemptError::RequestMismatch)?;
 
-    let packet_owned = packet.clone();
+    let packet_owned = Box::new(packet.clone());
     let workers = Arc::clone(&broker.workers);
     let (session, sandbox) = blocking(move || {
         let (session, sandbox) = workers.take()?;
-        Ok((exchange(session, &packet_owned, &expected)?, sandbox))
+        Ok((exchange(session, packet_owned, &expected)?, sandbox))
     })
     .await?;
 

@@ -10,8 +10,8 @@
 //! attempt: a taken spare never comes back (a failed attempt kills it). A
 //! spare found dead when taken is reaped and the attempt spawns inline.
 //!
-//! One filler thread refills the slot; it blocks on a condition variable
-//! between refills, so an idle broker costs no CPU. Dropping the broker
+//! One filler thread refills the slot when an attempt has ended; it blocks
+//! on a condition variable between refills, so an idle broker costs no CPU. Dropping the broker
 //! stops the filler and kills and reaps the spare.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,8 +121,8 @@ impl Workers {
         self.shared.launch()
     }
 
-    /// Empties the slot (waiting for a spare being made: it started before
-    /// any fresh spawn would) and asks the filler for the next one.
+    /// Empties the slot, waiting for a spare being made (it started before
+    /// any fresh spawn would).
     fn take_parked(&self) -> Option<(ParkedWorker, Enforcement)> {
         if !self.shared.config.keep_spare {
             return None;
@@ -135,10 +135,22 @@ impl Workers {
                 .wait(slot)
                 .unwrap_or_else(PoisonError::into_inner);
         }
-        let parked = slot.parked.take();
-        slot.wanted = !slot.closed;
-        self.shared.changed.notify_all();
-        parked
+        slot.parked.take()
+    }
+
+    /// Asks the filler for the next spare. Called when an attempt has ended,
+    /// not when it takes the spare: a spawn during the attempt competes for
+    /// the CPU and the allocator (fork holds the parent's malloc locks) on
+    /// its critical path.
+    pub(crate) fn refill(&self) {
+        if !self.shared.config.keep_spare {
+            return;
+        }
+        let mut slot = self.shared.slot();
+        if slot.parked.is_none() && !slot.filling && !slot.closed {
+            slot.wanted = true;
+            self.shared.changed.notify_all();
+        }
     }
 
     /// The pid of the parked spare, waiting up to `max_wait` for one.
