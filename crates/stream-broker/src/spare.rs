@@ -5,8 +5,9 @@
 //! sandbox report verified by the same [`attempt::launch`] as an inline
 //! spawn, then parked (`stream_sandbox::ParkedWorker`): it blocks on its
 //! stdin, its watchdog blocks on a channel, and its wall clock is stopped.
-//! Taking it restarts the full wall clock, so the attempt is bounded as
-//! before and idle time never counts against it. Each worker serves one
+//! Taking it restarts the wall clock from the moment the attempt asked for
+//! a worker, so the attempt is bounded as before (waiting for a spare being
+//! made counts) and idle time never counts against it. Each worker serves one
 //! attempt: a taken spare never comes back (a failed attempt kills it). A
 //! spare found dead when taken is reaped and the attempt spawns inline.
 //!
@@ -107,9 +108,18 @@ impl Workers {
     /// A verified worker for one attempt: the spare when one is parked (or
     /// being made), else a fresh spawn. Blocking.
     pub(crate) fn take(&self) -> Result<(Session, Enforcement), AttemptError> {
+        let asked = Instant::now();
         if let Some((parked, sandbox)) = self.take_parked() {
             let pid = parked.pid();
-            match parked.resume(self.shared.config.spawn.wall_clock) {
+            // The attempt's wall clock starts when it asks for a worker: time
+            // spent waiting for a spare being made counts, idle time does not.
+            let wall_clock = self
+                .shared
+                .config
+                .spawn
+                .wall_clock
+                .saturating_sub(asked.elapsed());
+            match parked.resume(wall_clock) {
                 Ok(child) => return Ok((Session::new(child, &self.shared.config), sandbox)),
                 Err(lost) => tracing::warn!(
                     pid,
