@@ -16,8 +16,8 @@
 //! With [`BrokerConfig::keep_spare`] (serve) the broker keeps one such
 //! worker spawned, its hello verified, parked with its wall clock stopped:
 //! an attempt takes it (restarting the full wall clock) and the next spare
-//! is made in the background once it ends, so spawn and sandbox entry leave the critical
-//! path. Each worker still serves exactly one attempt.
+//! is made in the background once it ends, so spawn and sandbox entry leave
+//! the critical path. Each worker still serves exactly one attempt.
 //!
 //! [`SealedWorker::self_test`] spawns the same sealed bytes with no packet
 //! and returns the sandbox report of its hello ([`verify_worker`] also
