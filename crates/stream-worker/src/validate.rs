@@ -88,34 +88,6 @@ impl std::fmt::Debug for PreparedPacket<'_> {
     }
 }
 
-/// Compiles and runs one constant schema using the keywords tool schemas
-/// use, so the validator's one-time set-up (its meta-schemas, its regex
-/// engine) happens while the worker waits for its packet instead of after
-/// it (a first compile costs about 1 ms more than later ones). Reads no
-/// packet data and changes no check: every packet schema is still compiled
-/// and enforced as before.
-pub fn warm_up() {
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "op": {"type": "string", "enum": ["add", "remove"]},
-            "kind": {"const": "warm"},
-            "text": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[a-z]+$"},
-            "ids": {"type": "array", "maxItems": 3, "items": {"type": "string"}},
-            "either": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-            "one": {"oneOf": [{"type": "integer"}, {"type": "boolean"}]}
-        },
-        "required": ["op", "text"],
-        "additionalProperties": false
-    });
-    if let Ok(validator) = jsonschema::draft202012::new(&schema) {
-        let sample = serde_json::json!({
-            "op": "add", "kind": "warm", "text": "warm", "ids": ["a"], "either": null, "one": 1
-        });
-        let _ = validator.is_valid(&sample);
-    }
-}
-
 impl<'p> PreparedPacket<'p> {
     /// Checks tool names and compiles their schemas.
     pub fn new(packet: &'p Packet) -> Result<Self, PacketError> {
