@@ -15,7 +15,7 @@
 //!
 //! With [`BrokerConfig::keep_spare`] (serve) the broker keeps one such
 //! worker spawned, its hello verified, parked with its wall clock stopped:
-//! an attempt takes it (restarting the full wall clock) and the next spare
+//! an attempt takes it (restarting its wall clock) and the next spare
 //! is made in the background once it ends, so spawn and sandbox entry leave
 //! the critical path. Each worker still serves exactly one attempt.
 //!

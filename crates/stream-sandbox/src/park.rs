@@ -4,8 +4,8 @@
 //! Parking exists so that spawn and sandbox entry leave an attempt's
 //! critical path without weakening supervision: a parked worker can do no
 //! I/O with the parent (this type has no read or write), its watchdog blocks
-//! on a channel (no wake-ups), and taking it restarts the full wall clock,
-//! so idle time never counts against the attempt and the attempt is still
+//! on a channel (no wake-ups), and taking it restarts its wall clock, so
+//! idle time never counts against the attempt and the attempt is still
 //! bounded. A worker that ended while parked is found when taken.
 
 use std::time::Duration;

@@ -4,9 +4,9 @@
 //! anything, then [`serve`] speaks `stream.sandbox/1` over stdin/stdout:
 //! `hello` (with the sandbox report) → a canned warm-up exchange on built-in
 //! constants (so a spare parked by the parent meets its packet on warm code
-//! paths) → read the `packet` → build the one
-//! native request (`stream-provider`) → exactly one `broker.request` → read
-//! the `broker.response` → parse → apply the capture rules → one `result`.
+//! paths) → read the `packet` → build the one native request
+//! (`stream-provider`) → exactly one `broker.request` → read the
+//! `broker.response` → parse → apply the capture rules → one `result`.
 //! There is never a second request: a captured call is answered with a
 //! content-dark result carrying `terminate: true`.
 //!
