@@ -1,6 +1,8 @@
 //! Worker spawn + sandbox setup + packet round trip through the broker, with
 //! an instant scripted provider on loopback, against a bare spawn of a static
-//! trivial binary measured in the same run; and the worker's peak RSS. Also
+//! trivial binary measured in the same run; the same attempt taking a warm
+//! spare worker (`keep_spare`, as `serve` runs: the spare is ready after the
+//! idle gap between attempts); and the worker's peak RSS. Also
 //! the worker's spawn to its hello, executed by path and from the sealed
 //! in-memory image the broker uses, interleaved in the same run.
 //!
@@ -81,13 +83,15 @@ fn main() {
             memory_args("bench"),
         )],
     });
-    let provider = ScriptedProvider::start(vec![reply.clone(); runs + 5]).unwrap();
-    let broker = Broker::new(BrokerConfig::new(
-        worker.clone(),
-        provider.base_url(api),
-        KEY_ENV.into(),
-    ))
+    let provider = ScriptedProvider::start(vec![reply.clone(); 2 * runs + 10]).unwrap();
+    let config = BrokerConfig::new(worker.clone(), provider.base_url(api), KEY_ENV.into());
+    let broker = Broker::new(config.clone()).unwrap();
+    let spared = Broker::new(BrokerConfig {
+        keep_spare: true,
+        ..config
+    })
     .unwrap();
+    let idle = Duration::from_secs(20);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -101,11 +105,14 @@ fn main() {
             .status()
             .unwrap();
         runtime.block_on(broker.run_attempt(&p)).unwrap();
+        spared.spare_pid(idle).unwrap();
+        runtime.block_on(spared.run_attempt(&p)).unwrap();
     }
 
     let mut bare = Vec::with_capacity(runs);
     let mut bin_true = Vec::with_capacity(runs);
     let mut attempts = Vec::with_capacity(runs);
+    let mut warm = Vec::with_capacity(runs);
     let mut rss = Vec::with_capacity(runs);
     for _ in 0..runs {
         // Interleaved, so both see the same machine conditions.
@@ -134,6 +141,13 @@ fn main() {
         attempts.push(t.elapsed());
         assert!(matches!(report.result, WorkerResult::Completed(_)));
         rss.push(report.worker.peak_rss_kib);
+
+        // The idle gap: the next spare is parked before the message arrives.
+        spared.spare_pid(idle).unwrap();
+        let t = Instant::now();
+        let report = runtime.block_on(spared.run_attempt(&p)).unwrap();
+        warm.push(t.elapsed());
+        assert!(matches!(report.result, WorkerResult::Completed(_)));
     }
     rss.sort_unstable();
     let bare_median = median(bare);
@@ -156,6 +170,20 @@ fn main() {
         "ratio attempt / bare spawn: {:.1}x",
         attempt_median.as_secs_f64() / bare_median.as_secs_f64()
     );
+    let warm_median = median(warm);
+    println!(
+        "attempt with a warm spare (packet + request check + loopback HTTP + result + exit): median {:.3} ms",
+        warm_median.as_secs_f64() * 1e3
+    );
+    println!(
+        "ratio warm-spare attempt / bare spawn: {:.1}x",
+        warm_median.as_secs_f64() / bare_median.as_secs_f64()
+    );
+    println!(
+        "workers spawned by the spare broker: {} for {} attempts (+1 parked)",
+        spared.workers_spawned(),
+        runs + 3
+    );
     println!(
         "worker peak RSS (wait4 ru_maxrss): median {} KiB, max {} KiB",
         rss[rss.len() / 2],
@@ -163,8 +191,55 @@ fn main() {
     );
     assert_eq!(
         provider.requests().len(),
-        runs + 3,
+        2 * (runs + 3),
         "one provider request per attempt"
+    );
+
+    // In process, the CPU work on an attempt's critical path: the worker's
+    // (packet frame parsed, schemas compiled, request built and framed) and
+    // the parent's (request rebuilt, serialized, canonically compared).
+    let frame =
+        serde_json::to_vec(&stream_protocol::ParentFrame::Packet(Box::new(p.clone()))).unwrap();
+    let (mut parse, mut prepare, mut build, mut parent) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..runs {
+        let t = Instant::now();
+        let stream_protocol::ParentFrame::Packet(got) =
+            serde_json::from_slice::<stream_protocol::ParentFrame>(&frame).unwrap()
+        else {
+            panic!("not a packet")
+        };
+        parse.push(t.elapsed());
+        let t = Instant::now();
+        let prepared = stream_worker::validate::PreparedPacket::new(&got).unwrap();
+        prepare.push(t.elapsed());
+        let t = Instant::now();
+        let body = stream_provider::build_request(prepared.packet()).unwrap();
+        let line = serde_json::to_vec(&body).unwrap();
+        build.push(t.elapsed());
+        let t = Instant::now();
+        let expected = stream_provider::build_request(&p).unwrap();
+        let _wire = serde_json::to_vec(&expected).unwrap();
+        let received: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            stream_core::canon::to_canonical_bytes(&received).unwrap(),
+            stream_core::canon::to_canonical_bytes(&expected).unwrap()
+        );
+        parent.push(t.elapsed());
+    }
+    println!(
+        "in process, first run: parse {:.0} us, schemas {:.0} us, build {:.0} us, parent {:.0} us",
+        parse[0].as_secs_f64() * 1e6,
+        prepare[0].as_secs_f64() * 1e6,
+        build[0].as_secs_f64() * 1e6,
+        parent[0].as_secs_f64() * 1e6
+    );
+    let us = |xs: Vec<Duration>| median(xs).as_secs_f64() * 1e6;
+    println!(
+        "in process, medians: worker parses the packet {:.0} us, compiles its schemas {:.0} us, builds the request {:.0} us; parent rebuilds + compares {:.0} us",
+        us(parse),
+        us(prepare),
+        us(build),
+        us(parent)
     );
 
     let image = stream_sandbox::WorkerImage::load(&worker).unwrap();

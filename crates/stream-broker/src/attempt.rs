@@ -249,12 +249,19 @@ fn frame_name(frame: &WorkerFrame) -> &'static str {
 }
 
 /// The worker while an attempt is under way. Dropping it kills and reaps it.
-struct Session {
-    child: WorkerChild,
+pub(crate) struct Session {
+    pub(crate) child: WorkerChild,
     wait: Duration,
 }
 
 impl Session {
+    pub(crate) fn new(child: WorkerChild, config: &BrokerConfig) -> Self {
+        Self {
+            child,
+            wait: config.spawn.wall_clock,
+        }
+    }
+
     /// Reads one frame; kills the worker on anything but a frame.
     fn read(&mut self, stage: Stage) -> Result<WorkerFrame, AttemptError> {
         match self.child.read_line(self.wait) {
@@ -317,12 +324,12 @@ impl Session {
     }
 }
 
-/// Phase 1: spawn, hello, verify, packet, the one request, its check.
-fn start(
+/// Spawns the sealed worker, reads its hello and verifies its sandbox report
+/// (the one home of that check, for an inline spawn and a spare alike):
+/// nothing is ever sent to a worker this has not accepted.
+pub(crate) fn launch(
     config: &BrokerConfig,
     worker: &WorkerImage,
-    packet: &Packet,
-    expected: &serde_json::Value,
 ) -> Result<(Session, Enforcement), AttemptError> {
     let args: Vec<&std::ffi::OsStr> = if config.allow_unenforced {
         vec![ALLOW_UNENFORCED_FLAG.as_ref()]
@@ -330,10 +337,7 @@ fn start(
         vec![]
     };
     let child = stream_sandbox::spawn_image(worker, &args, &config.spawn)?;
-    let mut session = Session {
-        child,
-        wait: config.spawn.wall_clock,
-    };
+    let mut session = Session::new(child, config);
     let hello = match session.read(Stage::Hello)? {
         WorkerFrame::Hello(hello) => hello,
         other => return Err(session.unexpected(Stage::Hello, &other)),
@@ -346,18 +350,23 @@ fn start(
         session.child.kill();
         return Err(not_enforced.into());
     }
-    session.write(
-        Stage::Packet,
-        &ParentFrame::Packet(Box::new(packet.clone())),
-    )?;
+    Ok((session, sandbox))
+}
+
+/// Phase 2: the packet to an accepted worker, the one request, its check.
+fn exchange(
+    mut session: Session,
+    packet: Box<Packet>,
+    expected: &serde_json::Value,
+) -> Result<Session, AttemptError> {
+    session.write(Stage::Packet, &ParentFrame::Packet(packet))?;
+    // While the worker prepares its request: the parent's half of the check.
+    let want = stream_core::canon::to_canonical_bytes(expected);
     let request: BrokerRequest = match session.read(Stage::Request)? {
         WorkerFrame::BrokerRequest(request) => request,
         other => return Err(session.unexpected(Stage::Request, &other)),
     };
-    let same = match (
-        stream_core::canon::to_canonical_bytes(&request.body),
-        stream_core::canon::to_canonical_bytes(expected),
-    ) {
+    let same = match (stream_core::canon::to_canonical_bytes(&request.body), want) {
         (Ok(got), Ok(want)) => got == want,
         (Err(_), _) | (_, Err(_)) => false,
     };
@@ -365,7 +374,7 @@ fn start(
         session.child.kill();
         return Err(AttemptError::RequestMismatch);
     }
-    Ok((session, sandbox))
+    Ok(session)
 }
 
 /// Phase 3: the response, the result, a clean exit.
@@ -421,6 +430,7 @@ async fn blocking<T: Send + 'static>(
 
 pub(crate) async fn run(broker: &Broker, packet: &Packet) -> Result<AttemptReport, AttemptError> {
     let outcome = run_inner(broker, packet).await;
+    broker.workers.refill();
     let run = packet.run_id.short(12);
     match &outcome {
         Ok(report) => tracing::info!(
@@ -449,11 +459,13 @@ async fn run_inner(broker: &Broker, packet: &Packet) -> Result<AttemptReport, At
     let api = packet.provider.api;
     let body = serde_json::to_vec(&expected).map_err(|_| AttemptError::RequestMismatch)?;
 
-    let packet_owned = packet.clone();
-    let start_config = config.clone();
-    let worker = Arc::clone(&broker.worker);
-    let (session, sandbox) =
-        blocking(move || start(&start_config, &worker, &packet_owned, &expected)).await?;
+    let packet_owned = Box::new(packet.clone());
+    let workers = Arc::clone(&broker.workers);
+    let (session, sandbox) = blocking(move || {
+        let (session, sandbox) = workers.take()?;
+        Ok((exchange(session, packet_owned, &expected)?, sandbox))
+    })
+    .await?;
 
     let exchange = http::perform(&broker.client, &config.base_url, api, key.as_ref(), body).await;
     drop(key);

@@ -13,6 +13,12 @@
 //! content-dark [`AttemptError`] whose [`AttemptError::reason`] is the
 //! `RunFailureReason` to record.
 //!
+//! With [`BrokerConfig::keep_spare`] (serve) the broker keeps one such
+//! worker spawned, its hello verified, parked with its wall clock stopped:
+//! an attempt takes it (restarting its wall clock) and the next spare
+//! is made in the background once it ends, so spawn and sandbox entry leave
+//! the critical path. Each worker still serves exactly one attempt.
+//!
 //! [`SealedWorker::self_test`] spawns the same sealed bytes with no packet
 //! and returns the sandbox report of its hello ([`verify_worker`] also
 //! judges it): the one home of the worker self-test, for `activate` and
@@ -31,6 +37,7 @@
 mod attempt;
 mod http;
 mod selftest;
+mod spare;
 
 pub use attempt::{AttemptError, AttemptReport, Stage};
 pub use http::ANTHROPIC_VERSION;
@@ -45,7 +52,7 @@ use stream_core::Sha256Hex;
 use stream_core::payload::ProviderApi;
 
 use stream_protocol::{MAX_FRAME_BYTES, Packet};
-use stream_sandbox::{SpawnLimits, StderrMode, WorkerImage};
+use stream_sandbox::{SpawnLimits, StderrMode};
 
 /// The worker's development flag (mirrors `stream_worker::ALLOW_UNENFORCED_FLAG`).
 pub const ALLOW_UNENFORCED_FLAG: &str = "--allow-unenforced-sandbox";
@@ -67,6 +74,9 @@ pub struct BrokerConfig {
     /// Development only, off by default: accept a worker whose sandbox is not
     /// enforced (logged loudly at every attempt by `stream_sandbox::verify`).
     pub allow_unenforced: bool,
+    /// Keep one verified worker parked for the next attempt (off by
+    /// default; `serve` turns it on). Costs one idle process, no CPU.
+    pub keep_spare: bool,
 }
 
 impl std::fmt::Debug for BrokerConfig {
@@ -78,6 +88,7 @@ impl std::fmt::Debug for BrokerConfig {
             .field("http_timeout", &self.http_timeout)
             .field("spawn", &self.spawn)
             .field("allow_unenforced", &self.allow_unenforced)
+            .field("keep_spare", &self.keep_spare)
             .finish()
     }
 }
@@ -98,6 +109,7 @@ impl BrokerConfig {
                 stderr: StderrMode::Null,
             },
             allow_unenforced: false,
+            keep_spare: false,
         }
     }
 }
@@ -120,12 +132,13 @@ pub enum BrokerError {
 }
 
 /// Runs attempts; holds the HTTP client (connection pool), the worker
-/// binary sealed in memory with its hash, and the config.
+/// binary sealed in memory with its hash, the config, and the spare worker.
+/// Dropping it kills and reaps the spare.
 #[derive(Debug)]
 pub struct Broker {
     config: BrokerConfig,
     client: reqwest::Client,
-    worker: Arc<WorkerImage>,
+    workers: Arc<spare::Workers>,
     worker_sha256: Sha256Hex,
 }
 
@@ -140,9 +153,9 @@ impl Broker {
         let client = http::client(config.http_timeout)?;
         let SealedWorker { image, sha256 } = SealedWorker::load(&config.worker)?;
         Ok(Self {
+            workers: Arc::new(spare::Workers::new(config.clone(), image)),
             config,
             client,
-            worker: Arc::new(image),
             worker_sha256: sha256,
         })
     }
@@ -156,6 +169,19 @@ impl Broker {
     /// id receipts name).
     pub fn worker_sha256(&self) -> &Sha256Hex {
         &self.worker_sha256
+    }
+
+    /// Workers spawned so far, spares included (each serves at most one
+    /// attempt; for tests and diagnostics).
+    pub fn workers_spawned(&self) -> u64 {
+        self.workers.spawned()
+    }
+
+    /// The pid of the parked spare worker, waiting up to `max_wait` for one
+    /// to be ready; `None` without [`BrokerConfig::keep_spare`] (for tests
+    /// and benches).
+    pub fn spare_pid(&self, max_wait: Duration) -> Option<i32> {
+        self.workers.spare_pid(max_wait)
     }
 
     /// Runs one attempt of `packet` (see the crate doc). At most one HTTP

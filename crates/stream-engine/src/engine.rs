@@ -260,6 +260,9 @@ impl Engine {
         );
         config.allow_unenforced = settings.allow_unenforced_sandbox;
         config.http_timeout = settings.provider_timeout;
+        // Serve is long-lived: keep the next attempt's worker spawned and
+        // verified while idle (docs/design.md §9).
+        config.keep_spare = true;
         // The broker seals the worker in memory and hashes that copy: the
         // bundle receipts name is the worker every attempt executes.
         Broker::new(config).map_err(|e| match e {

@@ -16,7 +16,9 @@
 //!   piped stdin/stdout, a wall-clock deadline and an output cap, and returns a
 //!   [`WorkerChild`] to talk to it one bounded line at a time;
 //!   [`spawn_image`] does the same from a [`WorkerImage`], the binary sealed
-//!   in memory once so that the worker executed is the worker hashed.
+//!   in memory once so that the worker executed is the worker hashed;
+//!   [`WorkerChild::park`] stops a spare's wall clock until one attempt
+//!   takes it ([`ParkedWorker::resume`] restarts it in full).
 //!
 //! Read [`enter`], [`Enforcement`] and [`WorkerChild`] first. The stages and
 //! why they come in this order are documented on [`enter`].
@@ -33,6 +35,7 @@ compile_error!("stream-sandbox supports Linux only");
 mod enforcement;
 mod enter;
 mod image;
+mod park;
 mod policy;
 mod spawn;
 mod sys;
@@ -43,6 +46,7 @@ pub use enforcement::{
 };
 pub use enter::{SandboxError, enter};
 pub use image::{ImageError, WorkerImage};
+pub use park::{ParkedEnded, ParkedWorker};
 pub use policy::Policy;
 pub use spawn::{
     ChildIoError, Ended, Ending, SpawnError, SpawnLimits, StderrMode, WorkerChild, spawn,

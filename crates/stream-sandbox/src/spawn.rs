@@ -2,7 +2,9 @@
 //!
 //! One [`WorkerChild`] per worker process. A watchdog thread kills the child
 //! at its wall-clock deadline whatever the parent is doing; every read and
-//! write on the pipes also stops at that deadline. Reads count every byte
+//! write on the pipes also stops at that deadline. A child parked as a spare
+//! ([`crate::ParkedWorker`]) has its clock stopped, and restarted in full
+//! when it is taken. Reads count every byte
 //! that arrives on stdout and kill the child the moment the count passes the
 //! output cap. Kills go through a pidfd, so a reaped child's pid, even if
 //! reused, is never signalled.
@@ -190,6 +192,13 @@ impl KillReason {
     }
 }
 
+/// What the watchdog is told: a new deadline (`None`: the clock is stopped,
+/// the child is parked and no I/O happens), or that the child is reaped.
+enum Watch {
+    Until(Option<Instant>),
+    Stop,
+}
+
 /// The one place that kills the child: records the first reason, then SIGKILL.
 #[derive(Debug)]
 struct Killer {
@@ -223,7 +232,7 @@ pub struct WorkerChild {
     output_cap: u64,
     line_cap: usize,
     deadline: Instant,
-    watchdog: Option<(Sender<()>, JoinHandle<()>)>,
+    watchdog: Option<(Sender<Watch>, JoinHandle<()>)>,
     stderr: Option<Receiver<Vec<u8>>>,
     stderr_bytes: Vec<u8>,
     ended: Option<Ended>,
@@ -339,17 +348,11 @@ fn start(
         },
     };
 
-    let (stop, stopped) = mpsc::channel::<()>();
+    let (stop, stopped) = mpsc::channel::<Watch>();
     let dog_killer = killer.clone();
     let watchdog = std::thread::Builder::new()
         .name("worker-watchdog".into())
-        .spawn(move || {
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match stopped.recv_timeout(wait) {
-                Err(RecvTimeoutError::Timeout) => dog_killer.kill(KillReason::Time),
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => {}
-            }
-        });
+        .spawn(move || watch(&stopped, deadline, &dog_killer));
     let watchdog = match watchdog {
         Ok(handle) => handle,
         Err(e) => {
@@ -377,6 +380,26 @@ fn start(
         stderr_bytes: Vec::new(),
         ended: None,
     })
+}
+
+/// The watchdog: kills for time at the deadline in force. A stopped clock
+/// blocks on the channel alone (no wake-ups while a spare is parked).
+fn watch(orders: &Receiver<Watch>, deadline: Instant, killer: &Killer) {
+    let mut until = Some(deadline);
+    loop {
+        let order = match until {
+            Some(at) => orders.recv_timeout(at.saturating_duration_since(Instant::now())),
+            None => orders.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match order {
+            Ok(Watch::Until(next)) => until = next,
+            Err(RecvTimeoutError::Timeout) => {
+                killer.kill(KillReason::Time);
+                return;
+            }
+            Ok(Watch::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
 }
 
 /// Reads stderr on its own thread (so a chatty child never blocks on a full
@@ -447,8 +470,11 @@ impl WorkerChild {
         if line.contains(&b'\n') {
             return Err(ChildIoError::LineContainsNewline);
         }
-        self.write_all(line)?;
-        self.write_all(b"\n")
+        // One write, so the child wakes once per frame rather than twice.
+        let mut framed = Vec::with_capacity(line.len() + 1);
+        framed.extend_from_slice(line);
+        framed.push(b'\n');
+        self.write_all(&framed)
     }
 
     fn write_all(&mut self, mut bytes: &[u8]) -> Result<(), ChildIoError> {
@@ -587,14 +613,14 @@ impl WorkerChild {
         self.reap()
     }
 
-    fn reap(&mut self) -> Result<Ended, ChildIoError> {
+    pub(crate) fn reap(&mut self) -> Result<Ended, ChildIoError> {
         let (status, usage) = sys::wait4(self.pid).map_err(|errno| ChildIoError::Io {
             what: "wait4",
             errno,
         })?;
         self.stdin = None;
         if let Some((stop, handle)) = self.watchdog.take() {
-            let _ = stop.send(());
+            let _ = stop.send(Watch::Stop);
             let _ = handle.join();
         }
         if let Some(rx) = self.stderr.take() {
@@ -625,6 +651,31 @@ impl WorkerChild {
         };
         self.ended = Some(ended);
         Ok(ended)
+    }
+
+    /// Stops the wall clock (`None`) or restarts it in full from now. A
+    /// failed send means the watchdog already fired: the child is dead, and
+    /// [`WorkerChild::has_ended`] says so.
+    pub(crate) fn set_clock(&mut self, wall_clock: Option<Duration>) {
+        let until = wall_clock.map(|w| Instant::now() + w);
+        if let Some(at) = until {
+            self.deadline = at;
+        }
+        if let Some((orders, _)) = &self.watchdog {
+            let _ = orders.send(Watch::Until(until));
+        }
+    }
+
+    /// Whether the child has exited (or been killed): its pidfd is readable.
+    /// Does not block and does not reap.
+    pub(crate) fn has_ended(&self) -> Result<bool, ChildIoError> {
+        if self.ended.is_some() {
+            return Ok(true);
+        }
+        sys::poll_now(self.killer.pidfd.as_fd(), libc::POLLIN).map_err(|errno| ChildIoError::Io {
+            what: "poll pidfd",
+            errno,
+        })
     }
 
     /// The stderr bytes kept (with [`StderrMode::Capture`], after

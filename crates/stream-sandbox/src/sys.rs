@@ -76,6 +76,29 @@ pub(crate) fn poll_until(fd: BorrowedFd<'_>, events: i16, deadline: Instant) -> 
     }
 }
 
+/// Whether `fd` has one of `events` (or hang-up/error) right now.
+pub(crate) fn poll_now(fd: BorrowedFd<'_>, events: i16) -> Result<bool, i32> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd, length 1; a zero timeout never blocks.
+        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+        match rc {
+            -1 => {
+                let e = errno();
+                if e != libc::EINTR {
+                    return Err(e);
+                }
+            }
+            0 => return Ok(false),
+            _ => return Ok(true),
+        }
+    }
+}
+
 /// `pidfd_open(pid, 0)`: a descriptor naming this exact process, immune to
 /// pid reuse.
 pub(crate) fn pidfd_open(pid: libc::pid_t) -> Result<OwnedFd, i32> {

@@ -2,9 +2,11 @@
 //!
 //! One process per attempt. [`run_main`] enters the sandbox before reading
 //! anything, then [`serve`] speaks `stream.sandbox/1` over stdin/stdout:
-//! `hello` (with the sandbox report) → read the `packet` → build the one
-//! native request (`stream-provider`) → exactly one `broker.request` → read
-//! the `broker.response` → parse → apply the capture rules → one `result`.
+//! `hello` (with the sandbox report) → a canned warm-up exchange on built-in
+//! constants (so a spare parked by the parent meets its packet on warm code
+//! paths) → read the `packet` → build the one native request
+//! (`stream-provider`) → exactly one `broker.request` → read the
+//! `broker.response` → parse → apply the capture rules → one `result`.
 //! There is never a second request: a captured call is answered with a
 //! content-dark result carrying `terminate: true`.
 //!
@@ -21,6 +23,7 @@
 
 mod run;
 pub mod validate;
+mod warm;
 
 pub use run::{WorkerFailure, report_failure, serve};
 

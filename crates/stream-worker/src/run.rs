@@ -73,6 +73,8 @@ pub fn serve<R: BufRead, W: Write>(
             sandbox,
         }),
     )?;
+    // After hello: a spare parked by the parent does this while idle.
+    crate::warm::warm_up();
     let packet = match read_frame::<_, ParentFrame>(input, MAX_FRAME_BYTES)? {
         ParentFrame::Packet(packet) => packet,
         other @ ParentFrame::BrokerResponse(_) => {

@@ -9,3 +9,4 @@ mod e2e;
 mod leaks;
 mod misbehaving;
 mod selftest;
+mod spare;

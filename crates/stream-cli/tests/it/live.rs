@@ -1,5 +1,6 @@
 //! A running `serve` and the review CLI side by side: a decision made from
-//! another process while `serve` runs shapes the very next turn.
+//! another process while `serve` runs shapes the very next turn; a running
+//! `serve` keeps one spare worker, and stopping it reaps that worker.
 
 use std::time::{Duration, Instant};
 
@@ -50,4 +51,49 @@ fn a_decision_made_while_serve_runs_shapes_the_next_turn() {
     let history = requests[2].json()["messages"].to_string();
     assert!(history.contains("canary-judged Canberra."), "{history}");
     assert!(!history.contains("Sydney."), "{history}");
+}
+
+/// The processes whose parent is `pid` (scanning `/proc/*/stat`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if rest.split_whitespace().nth(1) == Some(pid.to_string().as_str()) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+#[test]
+fn serve_keeps_one_spare_worker_and_its_shutdown_reaps_it() {
+    let s = stack(ProviderApi::OpenaiChat);
+    s.script(Reply::completion(ScriptedCompletion::text("Hello.")));
+    let serve = Serve::start(&s);
+    let pid = serve.0.id();
+    s.say("Hi there.");
+    wait_for_sends(&s, 1);
+    // After the attempt, the next spare is made and parked.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let spare = loop {
+        let children = children_of(pid);
+        if let [one] = children[..] {
+            break one;
+        }
+        assert!(Instant::now() < deadline, "children: {children:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    serve.stop();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{spare}")).exists(),
+        "serve killed and reaped its spare worker before exiting"
+    );
 }
