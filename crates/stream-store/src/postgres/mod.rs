@@ -203,6 +203,7 @@ impl Store for PostgresStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
         let session = lock(&self.writer);
         let generation = session.call(|c| {
+            c.heads().clear();
             c.client()?.batch_execute(BEGIN).map_err(backend)?;
             Ok(c.generation())
         })?;

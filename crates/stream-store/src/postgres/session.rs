@@ -22,6 +22,9 @@ pub(crate) struct Conn {
     /// Bumped at every (re)connection, so that a transaction notices a
     /// connection lost under it instead of going on outside it.
     generation: u64,
+    /// The heads of the sources the open transaction has locked (their rows
+    /// stay locked until it ends): its later appends skip the lock.
+    heads: HashMap<String, i64>,
 }
 
 impl Conn {
@@ -49,6 +52,11 @@ impl Conn {
                 "postgres connection lost during the transaction; rolled back".into(),
             )),
         }
+    }
+
+    /// The locked heads of the open transaction (cleared when one begins).
+    pub(crate) fn heads(&mut self) -> &mut HashMap<String, i64> {
+        &mut self.heads
     }
 
     /// The connection generation (see [`Conn::in_transaction`]).
@@ -85,6 +93,7 @@ impl Session {
             connector,
             statements: HashMap::new(),
             generation: 1,
+            heads: HashMap::new(),
         };
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()

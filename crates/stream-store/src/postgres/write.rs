@@ -15,9 +15,11 @@ fn now_ms() -> i64 {
 }
 
 /// The identity rule (docs/design.md §4) under the source's head lock: the
-/// head row is locked first, so appends to one source commit in `seq`
-/// order and a second transaction with the same id waits, then converges
-/// or conflicts. The head moves only when a row was inserted: no gap.
+/// head row is created or locked (and read) in one statement, once per
+/// source and transaction, so appends to one source commit in `seq` order;
+/// then the event is inserted unless its id exists and, only when it was,
+/// the head moves, in one statement: no gap. An id already present is read
+/// back and compared (converge or conflict).
 pub(crate) fn append(c: &mut Conn, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
     if sha256(&event.payload) != event.payload_sha256 {
         return Err(StoreError::InvalidRow {
@@ -25,28 +27,31 @@ pub(crate) fn append(c: &mut Conn, event: &NewEvent) -> Result<AppendOutcome, St
         });
     }
     let source = event.source.as_str();
-    execute(
-        c,
-        "INSERT INTO source_heads (source, head) VALUES ($1, 0) ON CONFLICT (source) DO NOTHING",
-        &[&source],
-    )?;
-    let head: i64 = query_opt(
-        c,
-        "SELECT head FROM source_heads WHERE source = $1 FOR UPDATE",
-        &[&source],
-    )?
-    .ok_or_else(|| StoreError::Backend("source head vanished".into()))?
-    .get(0);
-    if let Some(existing) = read_event(c, &event.id)? {
-        return Ok(converge(&existing, event));
-    }
+    let head = match c.heads().get(source) {
+        Some(head) => *head,
+        None => {
+            let head: i64 = query_opt(
+                c,
+                "INSERT INTO source_heads (source, head) VALUES ($1, 0) \
+                 ON CONFLICT (source) DO UPDATE SET head = source_heads.head RETURNING head",
+                &[&source],
+            )?
+            .ok_or_else(|| StoreError::Backend("source head not returned".into()))?
+            .try_get(0)
+            .map_err(super::backend)?;
+            c.heads().insert(source.to_owned(), head);
+            head
+        }
+    };
     let seq = head + 1;
-    let inserted = execute(
+    let inserted = query_opt(
         c,
-        "INSERT INTO events (id, source, seq, type, version, authorship, sensitive, root, \
-         parent, payload, payload_sha256, recorded_at) \
+        "WITH inserted AS (INSERT INTO events (id, source, seq, type, version, authorship, \
+         sensitive, root, parent, payload, payload_sha256, recorded_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-         ON CONFLICT (id) DO NOTHING",
+         ON CONFLICT (id) DO NOTHING RETURNING seq) \
+         UPDATE source_heads SET head = inserted.seq FROM inserted \
+         WHERE source_heads.source = $2 RETURNING head",
         &[
             &event.id.as_str(),
             &source,
@@ -62,22 +67,16 @@ pub(crate) fn append(c: &mut Conn, event: &NewEvent) -> Result<AppendOutcome, St
             &now_ms(),
         ],
     )?;
-    if inserted == 0 {
-        // Another transaction (on another source) committed this id while
-        // this one waited on the unique index.
-        return match read_event(c, &event.id)? {
-            Some(existing) => Ok(converge(&existing, event)),
-            None => Err(StoreError::Backend("event insert lost".into())),
-        };
+    if inserted.is_some() {
+        c.heads().insert(source.to_owned(), seq);
+        return Ok(AppendOutcome::Inserted {
+            seq: u64::try_from(seq).unwrap_or(0),
+        });
     }
-    execute(
-        c,
-        "UPDATE source_heads SET head = $2 WHERE source = $1",
-        &[&source, &seq],
-    )?;
-    Ok(AppendOutcome::Inserted {
-        seq: u64::try_from(seq).unwrap_or(0),
-    })
+    match read_event(c, &event.id)? {
+        Some(existing) => Ok(converge(&existing, event)),
+        None => Err(StoreError::Backend("event insert lost".into())),
+    }
 }
 
 fn converge(existing: &stream_core::StoredEvent, new: &NewEvent) -> AppendOutcome {
