@@ -18,8 +18,21 @@ use crate::{
     MemoryPart, PromptPart, Snapshot, SnapshotFormat, Turn, UserTurn,
 };
 
-/// Page size when walking a source backwards.
+/// Largest page when walking a source backwards.
 const PAGE: usize = 256;
+
+/// The page to ask for when `wanted` more messages are needed: a
+/// conversation's source interleaves about one other event (a delivery
+/// receipt, an edit) with each message, so twice as many, and more when a
+/// page came up short. Reading 256 rows for a 20-message transcript was most
+/// of a snapshot's build time.
+fn page_size(wanted: usize, pages_read: u32) -> usize {
+    wanted
+        .saturating_mul(2)
+        .saturating_add(4)
+        .saturating_mul(1 << pages_read.min(6))
+        .min(PAGE)
+}
 
 fn decode<P: stream_core::Payload>(e: &StoredEvent) -> Result<P, ContextError> {
     e.decode()
@@ -49,8 +62,11 @@ fn recent_messages(
 ) -> Result<Vec<(StoredEvent, MessageReceived)>, ContextError> {
     let mut found = Vec::new();
     let mut cursor = before_seq;
+    let mut pages_read = 0;
     while found.len() < n && cursor > 1 {
-        let page = store.events(&EventQuery::source_before(source, cursor).limit(PAGE))?;
+        let size = page_size(n - found.len(), pages_read);
+        pages_read += 1;
+        let page = store.events(&EventQuery::source_before(source, cursor).limit(size))?;
         let Some(last) = page.last() else { break };
         cursor = last.seq;
         for event in page {
@@ -353,4 +369,19 @@ pub fn build(
         capabilities,
         manifest,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_start_near_what_is_wanted_and_grow_to_the_cap() {
+        assert_eq!(page_size(20, 0), 44);
+        assert_eq!(page_size(20, 1), 88);
+        assert_eq!(page_size(3, 0), 10);
+        assert_eq!(page_size(20, 3), PAGE);
+        assert_eq!(page_size(usize::MAX, 0), PAGE);
+        assert_eq!(page_size(1, u32::MAX), PAGE);
+    }
 }

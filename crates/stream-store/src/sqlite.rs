@@ -193,6 +193,26 @@ fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
     })
 }
 
+/// `query_row` on a statement kept in the connection's cache: these run on
+/// every turn, and parsing their SQL each time showed in profiles.
+fn cached_row<T, P: rusqlite::Params>(
+    c: &Connection,
+    sql: &str,
+    params: P,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.prepare_cached(sql)?.query_row(params, f)
+}
+
+/// `execute` on a statement kept in the connection's cache.
+fn cached_execute<P: rusqlite::Params>(
+    c: &Connection,
+    sql: &str,
+    params: P,
+) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(params)
+}
+
 fn to_i64(n: u64) -> Result<i64, StoreError> {
     i64::try_from(n).map_err(|_| StoreError::Backend("integer out of range".into()))
 }
@@ -201,7 +221,7 @@ fn to_i64(n: u64) -> Result<i64, StoreError> {
 
 fn read_event(c: &Connection, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
     let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1");
-    c.query_row(&sql, [id.as_str()], raw_event)
+    cached_row(c, &sql, [id.as_str()], raw_event)
         .optional()
         .map_err(backend)?
         .map(decode_event)
@@ -255,20 +275,27 @@ fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, Store
 }
 
 fn read_head(c: &Connection, source: &SourceName) -> Result<u64, StoreError> {
-    let head: i64 = c
-        .query_row(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE source = ?1",
-            [source.as_str()],
-            |r| r.get(0),
-        )
-        .map_err(backend)?;
+    let head: i64 = cached_row(
+        c,
+        "SELECT COALESCE(MAX(seq), 0) FROM events WHERE source = ?1",
+        [source.as_str()],
+        |r| r.get(0),
+    )
+    .map_err(backend)?;
     u64::try_from(head).map_err(|_| invalid("seq"))
 }
 
+/// Every source, one index seek per source: `SELECT DISTINCT` walked the
+/// whole `(source, seq)` index, 26 ms at 10^5 events on every delivery pass.
+const SOURCES_SQL: &str = "WITH RECURSIVE s (source) AS ( \
+       SELECT MIN(source) FROM events \
+       UNION ALL \
+       SELECT (SELECT MIN(source) FROM events WHERE source > s.source) FROM s \
+       WHERE s.source IS NOT NULL) \
+     SELECT source FROM s WHERE source IS NOT NULL";
+
 fn read_sources(c: &Connection) -> Result<Vec<SourceName>, StoreError> {
-    let mut stmt = c
-        .prepare_cached("SELECT DISTINCT source FROM events ORDER BY source")
-        .map_err(backend)?;
+    let mut stmt = c.prepare_cached(SOURCES_SQL).map_err(backend)?;
     let names = stmt
         .query_map([], |r| r.get::<_, String>(0))
         .map_err(backend)?
@@ -313,7 +340,7 @@ fn decode_run(raw: RawRun) -> Result<RunRow, StoreError> {
 
 fn read_run(c: &Connection, id: &RunId) -> Result<Option<RunRow>, StoreError> {
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
-    c.query_row(&sql, [id.as_str()], raw_run)
+    cached_row(c, &sql, [id.as_str()], raw_run)
         .optional()
         .map_err(backend)?
         .map(decode_run)
@@ -332,14 +359,14 @@ fn read_runs_with_status(c: &Connection, status: RunStatus) -> Result<Vec<RunRow
 }
 
 fn read_progress(c: &Connection, consumer: &str) -> Result<Option<Progress>, StoreError> {
-    let row: Option<(String, i64)> = c
-        .query_row(
-            "SELECT source, seq FROM progress WHERE consumer = ?1",
-            [consumer],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(backend)?;
+    let row: Option<(String, i64)> = cached_row(
+        c,
+        "SELECT source, seq FROM progress WHERE consumer = ?1",
+        [consumer],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+    .map_err(backend)?;
     row.map(|(source, seq)| {
         Ok(Progress {
             source: SourceName::new(source).map_err(|_| invalid("progress"))?,
@@ -350,8 +377,8 @@ fn read_progress(c: &Connection, consumer: &str) -> Result<Option<Progress>, Sto
 }
 
 fn read_control(c: &Connection, key: &str) -> Result<Option<serde_json::Value>, StoreError> {
-    let row: Option<String> = c
-        .query_row("SELECT value FROM controls WHERE key = ?1", [key], |r| {
+    let row: Option<String> =
+        cached_row(c, "SELECT value FROM controls WHERE key = ?1", [key], |r| {
             r.get(0)
         })
         .optional()
@@ -380,7 +407,8 @@ fn raw_doc(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawDoc> {
 }
 
 fn read_document(c: &Connection, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
-    c.query_row(
+    cached_row(
+        c,
         "SELECT doc_id, source, path, current_version FROM documents WHERE doc_id = ?1",
         [id.as_str()],
         raw_doc,
@@ -406,24 +434,24 @@ fn read_documents(c: &Connection, source: &SourceName) -> Result<Vec<DocumentRow
 }
 
 fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
-    let row: Option<(String, String, String, i64, String, Option<String>)> = c
-        .query_row(
-            "SELECT version_id, doc_id, sha256, size, content_type, prev_version \
+    let row: Option<(String, String, String, i64, String, Option<String>)> = cached_row(
+        c,
+        "SELECT version_id, doc_id, sha256, size, content_type, prev_version \
              FROM document_versions WHERE version_id = ?1",
-            [id.as_str()],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            },
-        )
-        .optional()
-        .map_err(backend)?;
+        [id.as_str()],
+        |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        },
+    )
+    .optional()
+    .map_err(backend)?;
     row.map(|(id, doc, sha, size, content_type, prev)| {
         let what = "document version";
         Ok(VersionRow {
@@ -509,8 +537,7 @@ impl_read!(SqliteTx<'_>, t => t.conn);
 impl Store for SqliteStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
         let conn = lock(&self.writer);
-        conn.execute_batch("BEGIN IMMEDIATE")
-            .map_err(|e| classify(&self.path, e))?;
+        cached_execute(&conn, "BEGIN IMMEDIATE", []).map_err(|e| classify(&self.path, e))?;
         Ok(Box::new(SqliteTx {
             conn,
             finished: false,
@@ -586,12 +613,12 @@ impl Tx for SqliteTx<'_> {
 
     fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
         let sha = sha256(bytes);
-        self.conn
-            .execute(
-                "INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)",
-                params![sha.as_str(), bytes],
-            )
-            .map_err(backend)?;
+        cached_execute(
+            &self.conn,
+            "INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)",
+            params![sha.as_str(), bytes],
+        )
+        .map_err(backend)?;
         Ok(sha)
     }
 
@@ -600,8 +627,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError> {
-        self.conn
-            .execute(
+        cached_execute(&self.conn,
                 "INSERT INTO runs (run_id, agent_id, agent_version, trigger_event, status, attempts, snapshot_id) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
                  ON CONFLICT (run_id) DO UPDATE SET agent_id = ?2, agent_version = ?3, \
@@ -621,24 +647,24 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn set_progress(&mut self, consumer: &str, progress: &Progress) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO progress (consumer, source, seq) VALUES (?1, ?2, ?3) \
+        cached_execute(
+            &self.conn,
+            "INSERT INTO progress (consumer, source, seq) VALUES (?1, ?2, ?3) \
                  ON CONFLICT (consumer) DO UPDATE SET source = ?2, seq = ?3",
-                params![consumer, progress.source.as_str(), to_i64(progress.seq)?],
-            )
-            .map_err(backend)?;
+            params![consumer, progress.source.as_str(), to_i64(progress.seq)?],
+        )
+        .map_err(backend)?;
         Ok(())
     }
 
     fn set_control(&mut self, key: &str, value: &serde_json::Value) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO controls (key, value) VALUES (?1, ?2) \
+        cached_execute(
+            &self.conn,
+            "INSERT INTO controls (key, value) VALUES (?1, ?2) \
                  ON CONFLICT (key) DO UPDATE SET value = ?2",
-                params![key, value.to_string()],
-            )
-            .map_err(backend)?;
+            params![key, value.to_string()],
+        )
+        .map_err(backend)?;
         Ok(())
     }
 
@@ -652,8 +678,7 @@ impl Tx for SqliteTx<'_> {
             Some(doc) if doc.source == *source && doc.path == path => Ok(()),
             Some(_) => Err(StoreError::DocumentConflict { id: id.clone() }),
             None => {
-                self.conn
-                    .execute(
+                cached_execute(&self.conn,
                         "INSERT INTO documents (doc_id, source, path, current_version) VALUES (?1, ?2, ?3, NULL)",
                         params![id.as_str(), source.as_str(), path],
                     )
@@ -688,8 +713,7 @@ impl Tx for SqliteTx<'_> {
                 what: format!("blob {}", version.sha256),
             });
         }
-        self.conn
-            .execute(
+        cached_execute(&self.conn,
                 "INSERT INTO document_versions (version_id, doc_id, sha256, size, content_type, prev_version) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
@@ -718,19 +742,49 @@ impl Tx for SqliteTx<'_> {
                 });
             }
         }
-        self.conn
-            .execute(
-                "UPDATE documents SET current_version = ?2 WHERE doc_id = ?1",
-                params![doc.as_str(), version.as_str()],
-            )
-            .map_err(backend)?;
+        cached_execute(
+            &self.conn,
+            "UPDATE documents SET current_version = ?2 WHERE doc_id = ?1",
+            params![doc.as_str(), version.as_str()],
+        )
+        .map_err(backend)?;
         Ok(())
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
-        let result = self.conn.execute_batch("COMMIT").map_err(backend);
+        let result = cached_execute(&self.conn, "COMMIT", [])
+            .map(drop)
+            .map_err(backend);
         // On a failed COMMIT, Drop rolls back.
         self.finished = result.is_ok();
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Delivery lists the sources on every pass: that must cost a seek per
+    /// source, never a walk over every event.
+    #[test]
+    fn listing_sources_seeks_the_index_instead_of_scanning_every_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        assert!(store.sources().unwrap().is_empty());
+        let plan: Vec<String> = store.with_reader(|c| {
+            let mut stmt = c
+                .prepare(&format!("EXPLAIN QUERY PLAN {SOURCES_SQL}"))
+                .unwrap();
+            stmt.query_map([], |r| r.get::<_, String>(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        });
+        assert!(plan.iter().any(|step| step.starts_with("SEARCH events")));
+        assert!(
+            plan.iter().all(|step| !step.starts_with("SCAN events")),
+            "{plan:?}"
+        );
     }
 }

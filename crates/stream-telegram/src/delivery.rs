@@ -131,6 +131,10 @@ struct Pending {
     root_id: EventId,
     root_sender_id: i64,
     reply_to: i64,
+    /// The watermark to write in the same transaction as this output's
+    /// receipt or refusal (its own settlement included), so that a pass
+    /// that sends one reply commits once, not twice.
+    watermark: Option<Value>,
 }
 
 enum Item {
@@ -226,6 +230,7 @@ fn classify(
         root_id,
         root_sender_id: root.sender_id,
         reply_to: trigger.message_id,
+        watermark: None,
     })))
 }
 
@@ -303,6 +308,8 @@ pub async fn deliver_pending(
 
     let mut report = DeliveryReport::default();
     let mut next = watermark.clone();
+    // What the store holds now: the watermark a receipt carried, if any.
+    let mut written = watermark;
     let mut blocked: BTreeSet<String> = BTreeSet::new();
     let mut sends = 0usize;
     let mut stop = false;
@@ -323,12 +330,22 @@ pub async fn deliver_pending(
                 report.pending += 1;
                 false
             }
-            Item::Pending(pending) => {
+            Item::Pending(mut pending) => {
                 sends += 1;
+                let mut settled_next = next.clone();
+                if !blocked.contains(&source) {
+                    settled_next.insert(source.clone(), seq);
+                }
+                pending.watermark = Some(json!(settled_next));
                 let delivered =
                     send_one(store, api, telegram_source, &pending, &mut report).await?;
                 match delivered {
-                    Sent::Settled => true,
+                    Sent::Settled { marked } => {
+                        if marked {
+                            written = settled_next;
+                        }
+                        true
+                    }
                     Sent::Pending => {
                         report.pending += 1;
                         false
@@ -349,7 +366,7 @@ pub async fn deliver_pending(
         }
     }
 
-    if next != watermark {
+    if next != written {
         let store = Arc::clone(store);
         let value = json!(next);
         blocking(move || {
@@ -366,8 +383,9 @@ pub async fn deliver_pending(
 /// What one send achieved.
 enum Sent {
     /// Receipted, or refused for good and recorded (now or by another
-    /// deliverer).
-    Settled,
+    /// deliverer); `marked` when the output's watermark was committed with
+    /// its receipt or refusal.
+    Settled { marked: bool },
     /// Still pending: `message_id` 0, or a failure worth another pass.
     Pending,
     /// Still pending, and Telegram is unavailable for now.
@@ -413,16 +431,22 @@ fn failure(error: &ApiError) -> Failure {
 pub const REFUSED_NOTICE: &str =
     "I couldn't send my reply to that message. Please ask again if you still need it.";
 
-/// Appends `event` on its own; the outcome of the append.
+/// Appends `event` (a receipt or refusal on the Telegram source) with the
+/// delivery watermark when one is given; the outcome of the append. On a
+/// conflict nothing is written.
 async fn append_one(
     store: &Arc<dyn Store>,
     event: NewEvent,
+    watermark: Option<Value>,
 ) -> Result<AppendOutcome, DeliveryError> {
     let store = Arc::clone(store);
     blocking(move || {
         let mut tx = store.begin()?;
         let outcome = tx.append(&event)?;
         if outcome != AppendOutcome::Conflict {
+            if let Some(value) = &watermark {
+                tx.set_control(&delivery_watermark_key(&event.source), value)?;
+            }
             tx.commit()?;
         }
         Ok(outcome)
@@ -518,7 +542,8 @@ async fn send_one(
         Some(&pending.output_id),
         &receipt,
     )?;
-    match append_one(store, event).await? {
+    let outcome = append_one(store, event, pending.watermark.clone()).await?;
+    match outcome {
         AppendOutcome::Inserted { seq } => {
             report.sent += 1;
             tracing::info!(
@@ -538,7 +563,9 @@ async fn send_one(
             );
         }
     }
-    Ok(Sent::Settled)
+    Ok(Sent::Settled {
+        marked: pending.watermark.is_some() && outcome != AppendOutcome::Conflict,
+    })
 }
 
 /// Records a permanent refusal of `pending` once (content-dark: the code
@@ -568,8 +595,11 @@ async fn refused(
         Some(&pending.output_id),
         &failed,
     )?;
-    let AppendOutcome::Inserted { seq } = append_one(store, event).await? else {
-        return Ok(Sent::Settled);
+    let marked = pending.watermark.is_some();
+    let seq = match append_one(store, event, pending.watermark.clone()).await? {
+        AppendOutcome::Inserted { seq } => seq,
+        AppendOutcome::Converged { .. } => return Ok(Sent::Settled { marked }),
+        AppendOutcome::Conflict => return Ok(Sent::Settled { marked: false }),
     };
     report.refused += 1;
     tracing::warn!(
@@ -592,7 +622,7 @@ async fn refused(
             "the refusal notice was not sent"
         );
     }
-    Ok(Sent::Settled)
+    Ok(Sent::Settled { marked })
 }
 
 #[cfg(test)]

@@ -11,8 +11,9 @@ use stream_core::payload::{
 };
 use stream_core::text::{Label, ReplyText};
 use stream_core::{Authorship, EventId, NewEvent, SourceName};
-use stream_store::EventQuery;
-use stream_telegram::delivery::REFUSED_NOTICE;
+use stream_store::faulty::FaultyStore;
+use stream_store::{EventQuery, SqliteStore, Store};
+use stream_telegram::delivery::{REFUSED_NOTICE, delivery_watermark_key};
 use stream_telegram::{
     DeliveryError, DeliveryOptions, Ingress, PollMode, PollingOptions, deliver_pending, run_polling,
 };
@@ -160,6 +161,51 @@ async fn outputs_are_sent_as_replies_and_receipted_once() {
     assert_eq!((again.sent, again.pending), (0, 0));
     assert_eq!(env.fake.calls_of("sendMessage").len(), 2);
     assert_no_leak(&[canary], &logs(), "captured logs");
+}
+
+/// A pass that sends one reply commits once: the receipt and the watermark
+/// past it are one transaction (append, watermark row, commit: 3 writes;
+/// the watermark used to be a second transaction). A fault at any of them
+/// leaves neither, and the next pass sends again and receipts once.
+#[tokio::test]
+async fn one_reply_commits_its_receipt_and_watermark_together() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[31]).await;
+    output(&env, &msgs[0].0, OWNER, "together");
+    let faulty = Arc::new(FaultyStore::new(
+        SqliteStore::open(&env.store_path).unwrap(),
+    ));
+    let store: Arc<dyn Store> = faulty.clone();
+    let key = delivery_watermark_key(&tg());
+    for step in 0..3 {
+        faulty.fail_at(step);
+        let failed = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default()).await;
+        assert!(failed.is_err(), "fault at write {step}: {failed:?}");
+        faulty.heal();
+        assert!(receipts(&env).is_empty(), "fault at write {step}");
+        assert_eq!(
+            env.store.control(&key).unwrap(),
+            None,
+            "fault at write {step}"
+        );
+    }
+    faulty.fail_at(usize::MAX - 1);
+    let report = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.sent, 1);
+    assert_eq!(faulty.heal(), 3, "append, watermark row, one commit");
+    assert_eq!(receipts(&env).len(), 1);
+    assert_eq!(
+        env.store.control(&key).unwrap(),
+        Some(json!({"agent:telegram-conversation": 1}))
+    );
+    assert_eq!(
+        env.fake.calls_of("sendMessage").len(),
+        4,
+        "sent again after each fault"
+    );
 }
 
 #[tokio::test]
