@@ -64,9 +64,10 @@ fn a_second_run_sharing_memory_and_transcript_stores_only_its_new_parts() {
     // previous trigger as a transcript entry (its text is shared), its reply
     // and the reply's text, the new correction target; the capabilities; and
     // the three lists that grew (transcript, evidence, correction targets)
-    // with their changed runs. The memory part, the earlier exchanges and
+    // with their changed runs (a list of references in short runs, a
+    // lone reference inline). The memory text, the earlier exchanges and
     // the lists' unchanged runs are shared.
-    assert_eq!(after.0 - before.0, 15, "parts added by the second run");
+    assert_eq!(after.0 - before.0, 14, "parts added by the second run");
     assert!(
         after.1 - before.1 < memory.len() as u64,
         "memory.md is not stored again: {} new bytes",
