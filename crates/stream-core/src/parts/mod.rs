@@ -10,8 +10,9 @@
 //! document version holding the same text: the store keeps it once. A part
 //! is a literal with references inserted at offsets (`format` has its
 //! bytes, `tsp2`, and the older `tsp1` it still reads). Equal values make
-//! equal parts, so documents sharing a value share its part. Parts stay
-//! small enough (about 1 KiB) to live inside an SQLite page.
+//! equal parts, so documents sharing a value share its part. Parts (text
+//! blobs aside) stay small enough (about 1 KiB) to live inside an SQLite
+//! page.
 //!
 //! [`join_levels`] reassembles the exact bytes with one fetch per level of
 //! the tree, a text re-encoded by the snapshot's own canonical encoder
@@ -34,8 +35,8 @@ use format::{Kind, Ref, encode, encoded_len};
 pub const MIN_PART_BYTES: usize = 192;
 
 /// Strings at least this long (canonical bytes) are stored as raw text
-/// blobs: long enough that only a document (`memory.md`) or a rare long
-/// message qualifies, so a part never shrinks to a lone reference.
+/// blobs: in practice a document (`memory.md`), whose version the store
+/// already holds as that very blob, or a rare long message.
 pub const MIN_TEXT_BYTES: usize = 4096;
 
 /// References nest at most this deep.
