@@ -167,20 +167,30 @@ impl World {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
-        Self::build(dir, path)
+        Self::build(dir, path, b"---\nid: memory-1\n---\n# Memory\n")
+    }
+
+    /// The same world with `memory.md` holding `text`.
+    pub fn with_memory(text: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        Self::build(dir, path, text.as_bytes())
     }
 
     /// The same world in the store file at `path` (e.g. a CLI home's store).
     pub fn at(path: &std::path::Path) -> Self {
-        Self::build(tempfile::tempdir().unwrap(), path.to_owned())
+        Self::build(
+            tempfile::tempdir().unwrap(),
+            path.to_owned(),
+            b"---\nid: memory-1\n---\n# Memory\n",
+        )
     }
 
-    fn build(dir: tempfile::TempDir, path: std::path::PathBuf) -> Self {
+    fn build(dir: tempfile::TempDir, path: std::path::PathBuf, text: &[u8]) -> Self {
         let store = SqliteStore::open(&path).unwrap();
         // memory.md as a scan records it.
         let source = SourceName::fixed(SourceName::CONTEXT);
         let doc = derive_document_id(source.as_str(), "memory.md").unwrap();
-        let text = b"---\nid: memory-1\n---\n# Memory\n";
         let mut tx = store.begin().unwrap();
         tx.ensure_document(&doc, &source, "memory.md").unwrap();
         let sha = tx.put_blob(text).unwrap();

@@ -48,6 +48,7 @@ macro_rules! conformance_suite {
             versions_are_immutable,
             blobs_are_content_addressed,
             snapshots_round_trip_through_parts,
+            a_snapshot_text_is_the_blob_of_the_same_text,
             payload_hash_must_match_bytes
         );
     };
@@ -541,4 +542,24 @@ pub fn snapshots_round_trip_through_parts(store: &dyn Store) {
     assert_eq!(store.snapshot(&id2).unwrap().unwrap(), two);
     let absent = SnapshotId::from(sha256(b"absent"));
     assert!(store.snapshot(&absent).unwrap().is_none());
+}
+
+/// A long string of a snapshot (`memory.md`) is stored as the blob of its
+/// raw text: the blob a document version of that text already holds.
+pub fn a_snapshot_text_is_the_blob_of_the_same_text(store: &dyn Store) {
+    let memory = "canary-memory \"line\"\n".repeat(400);
+    let mut tx = store.begin().unwrap();
+    let blob = tx.put_blob(memory.as_bytes()).unwrap();
+    tx.commit().unwrap();
+    let bytes = to_canonical_bytes(&json!({"memory": {"text": memory}, "turn": 1})).unwrap();
+    let id = SnapshotId::from(sha256(&bytes));
+    let mut tx = store.begin().unwrap();
+    tx.put_snapshot(&id, &bytes).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(store.snapshot(&id).unwrap().unwrap(), bytes);
+    assert_eq!(
+        store.blob(&blob).unwrap().as_deref(),
+        Some(memory.as_bytes()),
+        "the document's blob, unchanged"
+    );
 }

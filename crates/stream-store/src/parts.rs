@@ -1,8 +1,11 @@
 //! Snapshots stored as content-addressed parts, the rules every backend
 //! follows (docs/design.md §4): each part once in the blob store under its
-//! SHA-256 (a part is recognised by `stream_core::parts::HEADER`), and the
-//! snapshot id mapped to its root part. The store does not interpret the bytes; `stream_core::parts`
-//! cuts and rejoins them. A backend supplies the queries (for SQLite,
+//! SHA-256 (a part is recognised by its header, `stream_core::parts::HEADER`
+//! or the older `HEADER_V1`), and the snapshot id mapped to its root part.
+//! A long string (`memory.md`) is a raw text blob keyed by the text's own
+//! hash: the very blob of the document version holding it, stored once.
+//! The store does not interpret the bytes; `stream_core::parts` cuts and
+//! rejoins them. A backend supplies the queries (for SQLite,
 //! `sqlite_parts`): storing a [`Split`]'s parts, the root of an id, and
 //! the parts of one level of the tree in one query.
 
@@ -34,8 +37,9 @@ pub(crate) fn split_snapshot(bytes: &[u8]) -> Split {
 /// The bytes of snapshot `id` rooted at `root`, fetched a level at a time
 /// by `fetch_level` (the bytes of each given hash, in order, `None` when
 /// not stored). The whole is checked against the id, which no altered part
-/// can match; only when that fails is each part hashed, so that the
-/// refusal names the bad part: [`StoreError::SnapshotPart`].
+/// can match; only when that fails (or a part does not parse) is each part
+/// hashed, so that the refusal names the bad part and calls an altered one
+/// altered: [`StoreError::SnapshotPart`].
 pub(crate) fn join_snapshot(
     id: &SnapshotId,
     root: &str,
@@ -56,15 +60,16 @@ pub(crate) fn join_snapshot(
         JoinError::TooLarge => fault(&root, PartFault::TooLarge),
         JoinError::Fetch(e) => e,
     };
-    let bytes = join_levels(
+    match join_levels(
         &root,
         MAX_SNAPSHOT_BYTES,
         PartCheck::WholeOnly,
         &mut fetch_level,
-    )
-    .map_err(refusal)?;
-    if sha256(&bytes).as_str() == id.as_str() {
-        return Ok(bytes);
+    ) {
+        Ok(bytes) if sha256(&bytes).as_str() == id.as_str() => return Ok(bytes),
+        // Unchecked, an altered part may not parse: hash each to say which.
+        Ok(_) | Err(JoinError::Malformed(_)) => {}
+        Err(e) => return Err(refusal(e)),
     }
     join_levels(
         &root,

@@ -64,9 +64,10 @@ fn a_second_run_sharing_memory_and_transcript_stores_only_its_new_parts() {
     // previous trigger as a transcript entry (its text is shared), its reply
     // and the reply's text, the new correction target; the capabilities; and
     // the three lists that grew (transcript, evidence, correction targets)
-    // with their changed runs. The memory part, the earlier exchanges and
+    // with their changed runs (a list of references in short runs, a
+    // lone reference inline). The memory text, the earlier exchanges and
     // the lists' unchanged runs are shared.
-    assert_eq!(after.0 - before.0, 15, "parts added by the second run");
+    assert_eq!(after.0 - before.0, 14, "parts added by the second run");
     assert!(
         after.1 - before.1 < memory.len() as u64,
         "memory.md is not stored again: {} new bytes",
@@ -74,20 +75,63 @@ fn a_second_run_sharing_memory_and_transcript_stores_only_its_new_parts() {
     );
 }
 
-fn tamper(store: &SqliteStore, sql: &str) {
+/// The memory text's blob: the document version's, and the only blob
+/// holding the memory text (no snapshot part keeps a second copy).
+fn memory_blob(store: &SqliteStore) -> String {
     let conn = rusqlite::Connection::open(store.path()).unwrap();
-    conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-    // The memory part: the only part holding the memory text.
-    let part: String = conn
-        .query_row(
-            "SELECT b.sha256 FROM blobs b WHERE substr(b.bytes, 1, 4) = CAST('tsp1' AS BLOB) \
-             AND instr(b.bytes, CAST('canary-memory-line' AS BLOB)) > 0 \
-             ORDER BY length(b.bytes) LIMIT 1",
-            [],
-            |r| r.get(0),
+    let mut stmt = conn
+        .prepare(
+            "SELECT sha256 FROM blobs WHERE instr(bytes, CAST('canary-memory-line' AS BLOB)) > 0",
         )
         .unwrap();
-    assert_eq!(conn.execute(sql, [part]).unwrap(), 1);
+    let holding: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let version: String = conn
+        .query_row("SELECT sha256 FROM document_versions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(holding, [version.clone()], "one copy of the memory text");
+    version
+}
+
+fn tamper(store: &SqliteStore, sql: &str) {
+    let blob = memory_blob(store);
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    assert_eq!(conn.execute(sql, [blob]).unwrap(), 1);
+}
+
+#[test]
+fn a_snapshot_over_a_64_kib_memory_stores_no_second_copy() {
+    let mut fx = Fixture::new();
+    let memory = format!(
+        "---\nid: m\n---\n{}",
+        "canary-memory-line \"quoted\"\tand tabbed\n".repeat(1700)
+    );
+    assert!(memory.len() >= 64 * 1024);
+    fx.memory(&memory);
+    let blob_bytes = |store: &SqliteStore| -> i64 {
+        rusqlite::Connection::open(store.path())
+            .unwrap()
+            .query_row("SELECT sum(length(bytes)) FROM blobs", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = blob_bytes(&fx.store);
+    let now = fx.message("two");
+    let (s, id) = stored(&fx, &now);
+    let added = blob_bytes(&fx.store) - before;
+    assert!(added < 8 * 1024, "{added} bytes stored beside the memory");
+    memory_blob(&fx.store);
+    assert_eq!(Snapshot::load(&fx.store, &id).unwrap(), s);
+    assert_eq!(s.memory.unwrap().text, memory);
+    let u = fx.store.usage().unwrap();
+    assert_eq!(
+        u.document_bytes,
+        memory.len() as u64,
+        "counted once, as a document"
+    );
 }
 
 #[test]
@@ -99,6 +143,11 @@ fn a_deleted_or_altered_part_is_refused_on_retry() {
              WHERE sha256 = ?1",
             "part altered",
         ),
+        // No longer UTF-8: still named as altered (its hash is checked first).
+        (
+            "UPDATE blobs SET bytes = CAST(x'ff' || bytes AS BLOB) WHERE sha256 = ?1",
+            "part altered",
+        ),
     ] {
         let mut fx = Fixture::new();
         fx.memory(&memory_text());
@@ -106,7 +155,7 @@ fn a_deleted_or_altered_part_is_refused_on_retry() {
         let (_, id) = stored(&fx, &now);
         tamper(&fx.store, sql);
         match Snapshot::load(&fx.store, &id) {
-            Err(ContextError::SnapshotInvalid { why: got, .. }) => assert_eq!(got, why),
+            Err(ContextError::SnapshotInvalid { why: got, .. }) => assert_eq!(got, why, "{sql}"),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }

@@ -104,6 +104,38 @@ fn forged_lineage_fails_closed() {
     }
 }
 
+/// A long `memory.md` is kept once, as the document version's blob, and
+/// the snapshot refers to it: deleting or altering that blob breaks the
+/// snapshot link.
+#[test]
+fn an_altered_or_deleted_memory_text_blob_breaks_the_snapshot_link() {
+    let memory = format!(
+        "---\nid: memory-1\n---\n{}",
+        "canary-chain-memory line\n".repeat(400)
+    );
+    for sql in [
+        "DELETE FROM blobs WHERE sha256 = (SELECT sha256 FROM document_versions)",
+        "UPDATE blobs SET bytes = CAST(replace(CAST(bytes AS TEXT), 'canary', 'CANARY') AS BLOB) \
+         WHERE sha256 = (SELECT sha256 FROM document_versions)",
+    ] {
+        let w = World::with_memory(&memory);
+        verify_chain(&w.store, &w.memory).unwrap();
+        let conn = rusqlite::Connection::open(&w.path).unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        let holding: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM blobs WHERE instr(bytes, CAST('canary-chain-memory' AS BLOB)) > 0",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(holding, 1, "the snapshot keeps no second copy");
+        assert_eq!(conn.execute(sql, []).unwrap(), 1, "{sql}");
+        let err = verify_chain(&w.store, &w.memory).unwrap_err();
+        assert_eq!(link(err), ChainLink::Snapshot, "{sql}");
+    }
+}
+
 #[test]
 fn a_proposal_the_receipt_does_not_name_fails() {
     let w = World::new();

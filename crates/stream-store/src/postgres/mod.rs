@@ -12,7 +12,7 @@ mod connect;
 mod read;
 mod schema;
 mod session;
-mod usage;
+pub(crate) mod usage;
 mod write;
 
 use std::sync::{Mutex, MutexGuard};

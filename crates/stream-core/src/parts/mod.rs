@@ -5,25 +5,39 @@
 //! its own part, and its parent holds a reference in its place. A long array
 //! is cut into runs of elements whose ends depend on the elements' content,
 //! so a list that slides (a transcript window) shares most of its runs. A
-//! part is `tsp1`, a little-endian `u32` count N, N references (a `u32`
-//! offset and the 32 raw bytes of a SHA-256), then its literal bytes; each
-//! reference is inserted at its offset into the literal. Equal values make
-//! equal parts, so documents sharing a value share its part. Parts stay
-//! small enough (about 1 KiB) to live inside an SQLite page.
+//! string at least [`MIN_TEXT_BYTES`] long (`memory.md`) is stored as its
+//! raw UTF-8 under the SHA-256 of that text, which is the key of the
+//! document version holding the same text: the store keeps it once. A part
+//! is a literal with references inserted at offsets (`format` has its
+//! bytes, `tsp2`, and the older `tsp1` it still reads). Equal values make
+//! equal parts, so documents sharing a value share its part. Parts (text
+//! blobs aside) stay small enough (about 1 KiB) to live inside an SQLite
+//! page.
 //!
-//! [`join`] reassembles the exact bytes, checking every part against its
-//! hash; a caller checks the whole against the document's own id.
-//! [`join_levels`] does the same with one fetch per level of the tree.
+//! [`join_levels`] reassembles the exact bytes with one fetch per level of
+//! the tree, a text re-encoded by the snapshot's own canonical encoder
+//! ([`crate::canon`]); [`join`] is it with a fetch per hash. A caller checks
+//! the whole against the document's own id.
 
-use std::collections::{HashMap, HashSet};
+mod format;
+mod join;
+
+pub use format::{HEADER, HEADER_V1};
+pub use join::{PartCheck, join, join_levels};
 
 use serde_json::Value;
 
 use crate::canon::{CanonError, sha256, to_canonical_bytes};
 use crate::ids::Sha256Hex;
+use format::{Kind, Ref, encode, encoded_len};
 
 /// Values at least this long (canonical bytes) become their own part.
 pub const MIN_PART_BYTES: usize = 192;
+
+/// Strings at least this long (canonical bytes) are stored as raw text
+/// blobs: in practice a document (`memory.md`), whose version the store
+/// already holds as that very blob, or a rare long message.
+pub const MIN_TEXT_BYTES: usize = 4096;
 
 /// References nest at most this deep.
 pub const MAX_DEPTH: usize = 32;
@@ -36,17 +50,13 @@ const MAX_INLINE_ARRAY: usize = 512;
 const RUN_MIN_BYTES: usize = 160;
 const RUN_MAX_BYTES: usize = 768;
 
-/// Every part starts with these bytes (a store recognises its parts by
-/// them, with a document version's blob set apart).
-pub const HEADER: &[u8] = b"tsp1";
-const REF_BYTES: usize = 4 + 32;
-
 /// A document cut into parts.
 #[derive(Debug)]
 pub struct Split {
     /// The part the document starts from.
     pub root: Sha256Hex,
-    /// Every part, root included, with its hash; a shared value once.
+    /// Every blob to store, root included, with its hash; a shared value
+    /// once. A text blob is its raw UTF-8 (no header).
     pub parts: Vec<(Sha256Hex, Vec<u8>)>,
 }
 
@@ -59,7 +69,7 @@ pub enum JoinError<E> {
     /// The stored bytes do not hash to the part's key.
     #[error("part {0} is altered")]
     Altered(Sha256Hex),
-    /// The part does not parse.
+    /// The part does not parse (a text blob: is not UTF-8).
     #[error("part {0} is malformed")]
     Malformed(Sha256Hex),
     /// References nest deeper than [`MAX_DEPTH`] or the result exceeds its cap.
@@ -70,12 +80,23 @@ pub enum JoinError<E> {
     Fetch(E),
 }
 
+type Parts = Vec<(Sha256Hex, Vec<u8>)>;
+
+fn keep(parts: &mut Parts, sha: &Sha256Hex, bytes: impl FnOnce() -> Vec<u8>) {
+    if !parts.iter().any(|(s, _)| s == sha) {
+        parts.push((sha.clone(), bytes()));
+    }
+}
+
 /// A value's literal bytes with references cut out.
 struct Node {
     literal: Vec<u8>,
-    refs: Vec<(usize, Sha256Hex)>,
+    refs: Vec<Ref>,
     /// Length of the value's full canonical bytes.
     len: usize,
+    /// A lone text reference: always inlined into its parent, never a
+    /// part of its own.
+    lone_ref: bool,
 }
 
 impl Node {
@@ -89,97 +110,142 @@ impl Node {
             literal: Vec::new(),
             refs: Vec::new(),
             len: 0,
+            lone_ref: false,
         }
+    }
+
+    /// Whether this node's place in its parent holds a single reference.
+    fn becomes_ref(&self) -> bool {
+        self.lone_ref || self.len >= MIN_PART_BYTES
     }
 
     /// Bytes of this node's own part encoding.
     fn encoded_len(&self) -> usize {
-        HEADER.len() + 4 + self.refs.len() * REF_BYTES + self.literal.len()
+        encoded_len(&self.refs, self.literal.len())
     }
 
-    fn child(&mut self, child: Node, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) {
-        let own_part = child.len >= MIN_PART_BYTES;
+    fn child(&mut self, child: Node, parts: &mut Parts) {
+        let own_part = child.becomes_ref() && !child.lone_ref;
         self.attach(child, own_part, parts);
     }
 
-    fn attach(&mut self, child: Node, own_part: bool, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) {
+    fn attach(&mut self, child: Node, own_part: bool, parts: &mut Parts) {
         self.len += child.len;
         if own_part {
             let bytes = child.encode();
             let sha = sha256(&bytes);
-            self.refs.push((self.literal.len(), sha.clone()));
-            if !parts.iter().any(|(s, _)| *s == sha) {
-                parts.push((sha, bytes));
-            }
+            self.refs.push(Ref {
+                at: self.literal.len(),
+                sha: sha.clone(),
+                kind: Kind::Part,
+            });
+            keep(parts, &sha, || bytes);
         } else {
             let base = self.literal.len();
-            self.refs
-                .extend(child.refs.into_iter().map(|(at, sha)| (base + at, sha)));
+            self.refs.extend(child.refs.into_iter().map(|r| Ref {
+                at: base + r.at,
+                ..r
+            }));
             self.literal.extend_from_slice(&child.literal);
         }
     }
 
+    /// A run is a part of its own, unless it is a lone reference already
+    /// (a run of one element that is a part or a text).
+    fn attach_run(&mut self, run: Node, parts: &mut Parts) {
+        let lone = run.literal.is_empty() && run.refs.len() == 1;
+        self.attach(run, !lone, parts);
+    }
+
     fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.encoded_len());
-        out.extend_from_slice(HEADER);
-        out.extend_from_slice(&u32_le(self.refs.len()));
-        for (at, sha) in &self.refs {
-            out.extend_from_slice(&u32_le(*at));
-            out.extend_from_slice(&raw(sha));
-        }
-        out.extend_from_slice(&self.literal);
-        out
+        encode(&self.refs, &self.literal)
     }
 }
 
-/// The 32 bytes a hex digest spells.
-fn raw(sha: &Sha256Hex) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    // A `Sha256Hex` is 64 lowercase hex digits by construction.
-    let _ = hex::decode_to_slice(sha.as_str(), &mut out);
-    out
-}
-
-/// Offsets and counts are bounded by the document cap, far below 4 GiB.
-fn u32_le(n: usize) -> [u8; 4] {
-    u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes()
-}
-
-/// Whether a run may end after `child`: a content-defined choice (about one
-/// element in four), so the same elements end runs in every document.
-fn ends_run(child: &Node) -> bool {
+/// Whether a run may end after `child`: a content-defined choice (an
+/// element whose hash starts with one of `ends`' hex digits), so the same
+/// elements end runs in every document.
+fn ends_run(child: &Node, bounds: &Bounds) -> bool {
     let mut bytes = child.literal.clone();
-    for (_, sha) in &child.refs {
-        bytes.extend_from_slice(sha.as_str().as_bytes());
+    for r in &child.refs {
+        bytes.extend_from_slice(r.sha.as_str().as_bytes());
     }
-    matches!(
-        sha256(&bytes).as_str().as_bytes().first(),
-        Some(b'0'..=b'3')
-    )
+    sha256(&bytes)
+        .as_str()
+        .as_bytes()
+        .first()
+        .is_some_and(|d| bounds.ends.contains(d))
 }
 
-/// The array's elements, cut into runs that become parts.
-fn runs(n: &mut Node, children: Vec<Node>, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) {
+/// How long a run grows: it may end (per [`ends_run`]) once its part holds
+/// `min` bytes, and always ends at `max`.
+struct Bounds {
+    min: usize,
+    max: usize,
+    /// The first hex digits of an element's hash that end a run.
+    ends: &'static [u8],
+}
+
+/// Runs of literal elements (evidence ids): long runs, a short spine.
+const LITERAL_RUNS: Bounds = Bounds {
+    min: RUN_MIN_BYTES,
+    max: RUN_MAX_BYTES,
+    ends: b"0123",
+};
+
+/// Runs of references (transcript entries, correction targets): a sliding
+/// window rewrites its first and last run every turn, so they are short
+/// (about four references; measured against [`LITERAL_RUNS`], fewer bytes
+/// and fewer parts a turn).
+const REF_RUNS: Bounds = Bounds {
+    min: REF_RUN_MIN_BYTES,
+    max: REF_RUN_MAX_BYTES,
+    ends: b"01234567",
+};
+
+/// A run of references may end after two (about 70 bytes)...
+const REF_RUN_MIN_BYTES: usize = 64;
+/// ...and ends at about eight.
+const REF_RUN_MAX_BYTES: usize = 280;
+
+/// The elements cut into runs, each to become a part; a run's elements are
+/// joined by commas, as the runs will be in their parent.
+fn chunk(children: Vec<Node>, parts: &mut Parts) -> Vec<Node> {
+    let bounds = if children.iter().all(Node::becomes_ref) {
+        &REF_RUNS
+    } else {
+        &LITERAL_RUNS
+    };
+    let mut out = Vec::new();
     let mut run = Node::empty();
     let last = children.len().saturating_sub(1);
     for (i, child) in children.into_iter().enumerate() {
         if !run.literal.is_empty() || !run.refs.is_empty() {
             run.push(b",");
         }
-        let end = ends_run(&child);
+        let end = ends_run(&child, bounds);
         run.child(child, parts);
         let size = run.encoded_len();
-        if i == last || size >= RUN_MAX_BYTES || (size >= RUN_MIN_BYTES && end) {
-            let done = std::mem::replace(&mut run, Node::empty());
-            n.attach(done, true, parts);
-            if i != last {
-                n.push(b",");
-            }
+        if i == last || size >= bounds.max || (size >= bounds.min && end) {
+            out.push(std::mem::replace(&mut run, Node::empty()));
         }
+    }
+    out
+}
+
+/// The array's elements, cut into runs that become parts. (A spine of
+/// many runs cut into runs again, a tree, was measured: fewer bytes but
+/// more parts, no gain per turn.)
+fn runs(n: &mut Node, children: Vec<Node>, parts: &mut Parts) {
+    for (i, run) in chunk(children, parts).into_iter().enumerate() {
+        if i > 0 {
+            n.push(b",");
+        }
+        n.attach_run(run, parts);
     }
 }
 
-fn node(value: &Value, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) -> Result<Node, CanonError> {
+fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
     let mut n = Node::empty();
     match value {
         Value::Array(items) => {
@@ -217,7 +283,23 @@ fn node(value: &Value, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) -> Result<Node, Ca
             }
             n.push(b"}");
         }
-        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {
+        Value::String(text) => {
+            let encoded = to_canonical_bytes(value)?;
+            if encoded.len() >= MIN_TEXT_BYTES {
+                let sha = sha256(text.as_bytes());
+                n.refs.push(Ref {
+                    at: 0,
+                    sha: sha.clone(),
+                    kind: Kind::Text,
+                });
+                n.len = encoded.len();
+                n.lone_ref = true;
+                keep(parts, &sha, || text.as_bytes().to_vec());
+            } else {
+                n.push(&encoded);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {
             n.push(&to_canonical_bytes(value)?);
         }
     }
@@ -229,12 +311,7 @@ fn node(value: &Value, parts: &mut Vec<(Sha256Hex, Vec<u8>)>) -> Result<Node, Ca
 /// round-trip.
 pub fn split(bytes: &[u8]) -> Split {
     let whole = || {
-        let node = Node {
-            literal: bytes.to_vec(),
-            refs: Vec::new(),
-            len: bytes.len(),
-        };
-        let encoded = node.encode();
+        let encoded = encode(&[], bytes);
         let root = sha256(&encoded);
         Split {
             root: root.clone(),
@@ -250,7 +327,7 @@ pub fn split(bytes: &[u8]) -> Split {
     };
     let encoded = root.encode();
     let root_sha = sha256(&encoded);
-    parts.push((root_sha.clone(), encoded));
+    keep(&mut parts, &root_sha, || encoded);
     let rejoined = join(&root_sha, bytes.len(), |sha| {
         Ok::<_, ()>(parts.iter().find(|(s, _)| s == sha).map(|(_, b)| b.clone()))
     });
@@ -263,167 +340,9 @@ pub fn split(bytes: &[u8]) -> Split {
     }
 }
 
-/// One parsed part: where each reference goes, and where the literal starts.
-fn parse(bytes: &[u8]) -> Option<(Vec<(usize, Sha256Hex)>, usize)> {
-    let rest = bytes.strip_prefix(HEADER)?;
-    let word = |b: &[u8]| -> Option<usize> {
-        let w: [u8; 4] = b.get(..4)?.try_into().ok()?;
-        usize::try_from(u32::from_le_bytes(w)).ok()
-    };
-    let count = word(rest)?;
-    let table = rest.get(4..4 + count.checked_mul(REF_BYTES)?)?;
-    let start = HEADER.len() + 4 + table.len();
-    let literal_len = bytes.len() - start;
-    let mut refs = Vec::with_capacity(count);
-    for entry in table.chunks_exact(REF_BYTES) {
-        let digest: [u8; 32] = entry.get(4..)?.try_into().ok()?;
-        refs.push((word(entry)?, Sha256Hex::from_bytes(digest)));
-    }
-    let ordered = refs.windows(2).all(|w| w[0].0 <= w[1].0);
-    let inside = refs.last().is_none_or(|(o, _)| *o <= literal_len);
-    (ordered && inside).then_some((refs, start))
-}
-
-/// Reassembles the document rooted at `root`, fetching parts by hash and
-/// refusing one whose bytes do not hash to it. `max_bytes` caps the result.
-pub fn join<E>(
-    root: &Sha256Hex,
-    max_bytes: usize,
-    mut fetch: impl FnMut(&Sha256Hex) -> Result<Option<Vec<u8>>, E>,
-) -> Result<Vec<u8>, JoinError<E>> {
-    let mut out = Vec::new();
-    append(root, &mut fetch, &mut out, max_bytes, 0)?;
-    Ok(out)
-}
-
-/// Whether [`join_levels`] hashes each part as it arrives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PartCheck {
-    /// Every part against its hash (a refusal names the bad part).
-    EachPart,
-    /// None: for a caller that checks the whole result against its own
-    /// hash, which no altered part can match, and joins again with
-    /// [`PartCheck::EachPart`] only to name the altered part.
-    WholeOnly,
-}
-
-/// [`join`] with one fetch per level of the tree rather than one per part:
-/// `fetch_level` gets the distinct hashes one level references and returns
-/// their bytes in the same order (`None` for one not stored). A backend
-/// answers a level with one query, so a document costs a round trip per
-/// level (a handful) instead of one per part (about a hundred).
-pub fn join_levels<E>(
-    root: &Sha256Hex,
-    max_bytes: usize,
-    check: PartCheck,
-    mut fetch_level: impl FnMut(&[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, E>,
-) -> Result<Vec<u8>, JoinError<E>> {
-    let mut parts = Fetched::new();
-    let mut level = vec![root.clone()];
-    // Every fetched part's literal appears in the result at least once, so
-    // their sum is bounded like the result.
-    let mut literal_bytes = 0usize;
-    for depth in 0.. {
-        if level.is_empty() {
-            break;
-        }
-        if depth > MAX_DEPTH {
-            return Err(JoinError::TooLarge);
-        }
-        let mut fetched = fetch_level(&level).map_err(JoinError::Fetch)?.into_iter();
-        let mut next = Vec::new();
-        let mut queued = HashSet::new();
-        for sha in level {
-            let bytes = fetched
-                .next()
-                .flatten()
-                .ok_or_else(|| JoinError::Missing(sha.clone()))?;
-            if check == PartCheck::EachPart && sha256(&bytes) != sha {
-                return Err(JoinError::Altered(sha));
-            }
-            let (refs, start) = parse(&bytes).ok_or_else(|| JoinError::Malformed(sha.clone()))?;
-            literal_bytes = literal_bytes.saturating_add(bytes.len() - start);
-            if literal_bytes > max_bytes {
-                return Err(JoinError::TooLarge);
-            }
-            for (_, child) in &refs {
-                if !parts.contains_key(child) && queued.insert(child.clone()) {
-                    next.push(child.clone());
-                }
-            }
-            parts.insert(sha, (refs, bytes, start));
-        }
-        // A part fetched on this level and referenced again by it is done.
-        next.retain(|sha| !parts.contains_key(sha));
-        level = next;
-    }
-    let mut out = Vec::new();
-    assemble(root, &parts, &mut out, max_bytes, 0)?;
-    Ok(out)
-}
-
-type Fetched = HashMap<Sha256Hex, (Vec<(usize, Sha256Hex)>, Vec<u8>, usize)>;
-
-fn assemble<E>(
-    sha: &Sha256Hex,
-    parts: &Fetched,
-    out: &mut Vec<u8>,
-    max_bytes: usize,
-    depth: usize,
-) -> Result<(), JoinError<E>> {
-    if depth > MAX_DEPTH {
-        return Err(JoinError::TooLarge);
-    }
-    let (refs, bytes, start) = parts
-        .get(sha)
-        .ok_or_else(|| JoinError::Missing(sha.clone()))?;
-    let literal = &bytes[*start..];
-    let mut done = 0;
-    for (at, child) in refs {
-        out.extend_from_slice(&literal[done..*at]);
-        done = *at;
-        assemble(child, parts, out, max_bytes, depth + 1)?;
-    }
-    out.extend_from_slice(&literal[done..]);
-    if out.len() > max_bytes {
-        return Err(JoinError::TooLarge);
-    }
-    Ok(())
-}
-
-fn append<E>(
-    sha: &Sha256Hex,
-    fetch: &mut impl FnMut(&Sha256Hex) -> Result<Option<Vec<u8>>, E>,
-    out: &mut Vec<u8>,
-    max_bytes: usize,
-    depth: usize,
-) -> Result<(), JoinError<E>> {
-    if depth > MAX_DEPTH {
-        return Err(JoinError::TooLarge);
-    }
-    let bytes = fetch(sha)
-        .map_err(JoinError::Fetch)?
-        .ok_or_else(|| JoinError::Missing(sha.clone()))?;
-    if sha256(&bytes) != *sha {
-        return Err(JoinError::Altered(sha.clone()));
-    }
-    let (refs, start) = parse(&bytes).ok_or_else(|| JoinError::Malformed(sha.clone()))?;
-    let literal = &bytes[start..];
-    let mut done = 0;
-    for (at, child) in &refs {
-        out.extend_from_slice(&literal[done..*at]);
-        done = *at;
-        append(child, fetch, out, max_bytes, depth + 1)?;
-    }
-    out.extend_from_slice(&literal[done..]);
-    if out.len() > max_bytes {
-        return Err(JoinError::TooLarge);
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::format::raw;
     use super::*;
 
     fn rejoin(split: &Split) -> Vec<u8> {
@@ -595,5 +514,155 @@ mod tests {
             Ok::<_, ()>(level.iter().map(|_| Some(looping.clone())).collect())
         });
         assert!(matches!(cycle, Err(JoinError::TooLarge)));
+    }
+
+    fn v1_part(refs: &[(u32, &Sha256Hex)], literal: &[u8]) -> Vec<u8> {
+        let mut out = HEADER_V1.to_vec();
+        out.extend_from_slice(&(refs.len() as u32).to_le_bytes());
+        for (at, sha) in refs {
+            out.extend_from_slice(&at.to_le_bytes());
+            out.extend_from_slice(&raw(sha));
+        }
+        out.extend_from_slice(literal);
+        out
+    }
+
+    #[test]
+    fn tsp1_parts_still_join() {
+        let child = v1_part(&[], b"\"zz\"");
+        let child_sha = sha256(&child);
+        let root = v1_part(&[(5, &child_sha)], b"{\"m\":}");
+        let root_sha = sha256(&root);
+        let parts = vec![(root_sha.clone(), root), (child_sha, child)];
+        let split = Split {
+            root: root_sha,
+            parts,
+        };
+        assert_eq!(rejoin(&split), b"{\"m\":\"zz\"}");
+    }
+
+    fn memory_doc(text: &str) -> Vec<u8> {
+        to_canonical_bytes(&serde_json::json!({"memory": {"text": text, "v": 1}, "n": [1, 2]}))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_long_string_is_stored_once_as_its_raw_text() {
+        // Escapes and non-ASCII: the canonical encoding differs from the raw text.
+        let text = "canary-memory \"quoted\"\n\u{1F600}\t\u{7}\n".repeat(200);
+        let bytes = memory_doc(&text);
+        let split = split(&bytes);
+        assert_eq!(rejoin(&split), bytes);
+        let raw_text = split
+            .parts
+            .iter()
+            .find(|(_, b)| b == text.as_bytes())
+            .expect("the raw text is a blob");
+        assert_eq!(
+            raw_text.0,
+            sha256(text.as_bytes()),
+            "keyed by the text's hash"
+        );
+        let copies = split
+            .parts
+            .iter()
+            .filter(|(_, b)| b.windows(13).any(|w| w == b"canary-memory"))
+            .count();
+        assert_eq!(copies, 1, "no part holds a second copy");
+        // Under the threshold it stays inside a part.
+        let short = memory_doc(&"s".repeat(MIN_TEXT_BYTES - 10));
+        let short_split = split_of(&short);
+        assert!(short_split.parts.iter().all(|(_, b)| b.starts_with(HEADER)));
+    }
+
+    fn split_of(bytes: &[u8]) -> Split {
+        split(bytes)
+    }
+
+    #[test]
+    fn a_missing_altered_or_non_utf8_text_blob_is_refused_by_name() {
+        let text = "canary-memory line\n".repeat(400);
+        let split = split(&memory_doc(&text));
+        let sha = sha256(text.as_bytes());
+        let missing = levels(&split, PartCheck::EachPart, |s, b| (s != &sha).then_some(b));
+        assert!(matches!(missing, Err(JoinError::Missing(s)) if s == sha));
+        let altered = levels(&split, PartCheck::EachPart, |s, mut b| {
+            if s == &sha {
+                b[0] = b'C';
+            }
+            Some(b)
+        });
+        assert!(matches!(altered, Err(JoinError::Altered(s)) if s == sha));
+        for check in [PartCheck::EachPart, PartCheck::WholeOnly] {
+            let not_text = levels(&split, check, |s, mut b| {
+                if s == &sha {
+                    b[0] = 0xff;
+                }
+                Some(b)
+            });
+            let expected = |s: &Sha256Hex| *s == sha;
+            match (check, not_text) {
+                (PartCheck::EachPart, Err(JoinError::Altered(s))) => assert!(expected(&s)),
+                (PartCheck::WholeOnly, Err(JoinError::Malformed(s))) => assert!(expected(&s)),
+                (_, other) => panic!("{check:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_hash_referenced_as_part_and_as_text_is_malformed() {
+        // A root whose literal is referenced both ways (only unchecked bytes
+        // or a crafted store can).
+        let child = b"tsp2\x00\"t\"".to_vec();
+        let child_sha = sha256(&child);
+        let mut root = b"tsp2\x02".to_vec();
+        root.push(0); // at 0, a part
+        root.extend_from_slice(&raw(&child_sha));
+        root.push(3); // at 1, a text
+        root.extend_from_slice(&raw(&child_sha));
+        root.extend_from_slice(b"[,]");
+        let root_sha = sha256(&root);
+        let split = Split {
+            root: root_sha,
+            parts: vec![(sha256(&root), root), (child_sha.clone(), child)],
+        };
+        let got = levels(&split, PartCheck::EachPart, |_, b| Some(b));
+        assert!(matches!(got, Err(JoinError::Malformed(s)) if s == child_sha));
+    }
+
+    #[test]
+    fn a_sliding_list_of_references_rewrites_short_runs_and_no_lone_reference_part() {
+        let entry =
+            |i: u32| serde_json::json!({"id": sha256(&i.to_le_bytes()), "text": "t".repeat(200)});
+        let window = |from: u32| {
+            let entries: Vec<_> = (from..from + 20).map(entry).collect();
+            to_canonical_bytes(&serde_json::json!({"transcript": entries})).unwrap()
+        };
+        let is_entry = |part: &[u8]| part.windows(5).any(|w| w == b"\"id\":" || w == b"ttttt");
+        let mut rewritten = 0;
+        for turn in 0..20 {
+            let (a, b) = (split(&window(turn * 2)), split(&window(turn * 2 + 2)));
+            assert_eq!(rejoin(&b), window(turn * 2 + 2));
+            // Beside the two new entries (an object part and its text).
+            rewritten += b
+                .parts
+                .iter()
+                .filter(|p| !a.parts.contains(p) && !is_entry(&p.1))
+                .map(|(_, bytes)| bytes.len())
+                .sum::<usize>();
+            for (_, part) in &b.parts {
+                let (refs, start) = format::parse(part).unwrap();
+                assert!(
+                    refs.len() != 1 || start != part.len(),
+                    "a part of one lone reference"
+                );
+            }
+        }
+        // Runs of references bounded like literal runs: about 710 a turn.
+        assert!(
+            rewritten / 20 < 550,
+            "{} bytes of spine a turn",
+            rewritten / 20
+        );
     }
 }
