@@ -111,7 +111,13 @@ pub fn join_levels<E>(
         level = next;
     }
     let mut out = Vec::new();
-    assemble(root, &fetched, &mut out, max_bytes, 0)?;
+    // A split document has far fewer insertions than bytes (a part is a
+    // value of at least `MIN_PART_BYTES`, or a run of them), so `max_bytes`
+    // bounds them; a tampered store's empty parts referenced again and
+    // again would otherwise cost time exponential in the depth while the
+    // result stayed small.
+    let mut insertions = max_bytes;
+    assemble(root, &fetched, &mut out, &mut insertions, max_bytes, 0)?;
     Ok(out)
 }
 
@@ -120,12 +126,14 @@ fn assemble<E>(
     sha: &Sha256Hex,
     fetched: &HashMap<Sha256Hex, Entry>,
     out: &mut Vec<u8>,
+    insertions: &mut usize,
     max_bytes: usize,
     depth: usize,
 ) -> Result<(), JoinError<E>> {
     if depth > MAX_DEPTH {
         return Err(JoinError::TooLarge);
     }
+    *insertions = insertions.checked_sub(1).ok_or(JoinError::TooLarge)?;
     match fetched
         .get(sha)
         .ok_or_else(|| JoinError::Missing(sha.clone()))?
@@ -137,7 +145,7 @@ fn assemble<E>(
             for r in refs {
                 out.extend_from_slice(&literal[done..r.at]);
                 done = r.at;
-                assemble(&r.sha, fetched, out, max_bytes, depth + 1)?;
+                assemble(&r.sha, fetched, out, insertions, max_bytes, depth + 1)?;
             }
             out.extend_from_slice(&literal[done..]);
         }

@@ -516,6 +516,32 @@ mod tests {
         assert!(matches!(cycle, Err(JoinError::TooLarge)));
     }
 
+    /// Parts that hash right but insert nothing, each referencing the next
+    /// 64 times: without a bound on insertions, 64^30 calls.
+    #[test]
+    fn empty_parts_referenced_again_and_again_are_refused_not_walked() {
+        let mut parts: Vec<(Sha256Hex, Vec<u8>)> = Vec::new();
+        let leaf = v1_part(&[], b"");
+        let mut below = sha256(&leaf);
+        parts.push((below.clone(), leaf));
+        for _ in 0..30 {
+            let refs: Vec<(u32, &Sha256Hex)> = (0..64).map(|_| (0, &below)).collect();
+            let part = v1_part(&refs, b"");
+            let sha = sha256(&part);
+            parts.push((sha.clone(), part));
+            below = sha;
+        }
+        let joined = join_levels(&below, 1 << 20, PartCheck::EachPart, |level| {
+            Ok::<_, ()>(
+                level
+                    .iter()
+                    .map(|sha| Some(parts.iter().find(|(s, _)| s == sha)?.1.clone()))
+                    .collect(),
+            )
+        });
+        assert!(matches!(joined, Err(JoinError::TooLarge)), "{joined:?}");
+    }
+
     fn v1_part(refs: &[(u32, &Sha256Hex)], literal: &[u8]) -> Vec<u8> {
         let mut out = HEADER_V1.to_vec();
         out.extend_from_slice(&(refs.len() as u32).to_le_bytes());
