@@ -201,8 +201,8 @@ fn to_i64(n: u64) -> Result<i64, StoreError> {
 
 fn read_event(c: &Connection, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
     let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1");
-    c.query_row(&sql, [id.as_str()], raw_event)
-        .optional()
+    c.prepare_cached(&sql)
+        .and_then(|mut s| s.query_row([id.as_str()], raw_event).optional())
         .map_err(backend)?
         .map(decode_event)
         .transpose()
@@ -313,8 +313,8 @@ fn decode_run(raw: RawRun) -> Result<RunRow, StoreError> {
 
 fn read_run(c: &Connection, id: &RunId) -> Result<Option<RunRow>, StoreError> {
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
-    c.query_row(&sql, [id.as_str()], raw_run)
-        .optional()
+    c.prepare_cached(&sql)
+        .and_then(|mut s| s.query_row([id.as_str()], raw_run).optional())
         .map_err(backend)?
         .map(decode_run)
         .transpose()
@@ -380,12 +380,10 @@ fn raw_doc(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawDoc> {
 }
 
 fn read_document(c: &Connection, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
-    c.query_row(
+    c.prepare_cached(
         "SELECT doc_id, source, path, current_version FROM documents WHERE doc_id = ?1",
-        [id.as_str()],
-        raw_doc,
     )
-    .optional()
+    .and_then(|mut s| s.query_row([id.as_str()], raw_doc).optional())
     .map_err(backend)?
     .map(decode_doc)
     .transpose()
@@ -407,11 +405,12 @@ fn read_documents(c: &Connection, source: &SourceName) -> Result<Vec<DocumentRow
 
 fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
     let row: Option<(String, String, String, i64, String, Option<String>)> = c
-        .query_row(
+        .prepare_cached(
             "SELECT version_id, doc_id, sha256, size, content_type, prev_version \
              FROM document_versions WHERE version_id = ?1",
-            [id.as_str()],
-            |r| {
+        )
+        .and_then(|mut s| {
+            s.query_row([id.as_str()], |r| {
                 Ok((
                     r.get(0)?,
                     r.get(1)?,
@@ -420,9 +419,9 @@ fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, St
                     r.get(4)?,
                     r.get(5)?,
                 ))
-            },
-        )
-        .optional()
+            })
+            .optional()
+        })
         .map_err(backend)?;
     row.map(|(id, doc, sha, size, content_type, prev)| {
         let what = "document version";
