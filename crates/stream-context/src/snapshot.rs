@@ -1,6 +1,7 @@
 //! The snapshot document: canonical bytes, a manifest of part hashes, and
 //! its id (SHA-256 of the bytes). A retry loads these bytes; it never rebuilds.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use stream_core::canon::{canonical_sha256, sha256, to_canonical_bytes};
@@ -178,27 +179,74 @@ pub struct Snapshot {
     pub manifest: Manifest,
 }
 
-/// A snapshot's members as the raw slices of its bytes, for [`Snapshot::decode`]
-/// to hash the parts of bytes it has checked canonical (the other members
-/// are skipped; the typed parse holds them to the schema).
+/// A snapshot's members as the raw slices of its bytes: every member, so
+/// that the top level is checked canonical on its own and each member can be
+/// decoded (and checked canonical) from its slice.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Members<'a> {
     #[serde(borrow)]
     agent: &'a RawValue,
     #[serde(borrow)]
-    trigger: &'a RawValue,
+    capabilities: &'a RawValue,
     #[serde(borrow)]
-    prompt: &'a RawValue,
+    chat_id: &'a RawValue,
     #[serde(borrow)]
-    transcript: &'a RawValue,
+    format: &'a RawValue,
+    #[serde(borrow)]
+    manifest: &'a RawValue,
     #[serde(borrow)]
     memory: &'a RawValue,
     #[serde(borrow)]
-    capabilities: &'a RawValue,
+    prompt: &'a RawValue,
+    #[serde(borrow)]
+    run_id: &'a RawValue,
+    #[serde(borrow)]
+    telegram_source: &'a RawValue,
+    #[serde(borrow)]
+    transcript: &'a RawValue,
+    #[serde(borrow)]
+    trigger: &'a RawValue,
 }
 
-impl Members<'_> {
+impl<'a> Members<'a> {
+    /// Every member with its name, in RFC 8785 order (all names are ASCII,
+    /// so UTF-16 order is byte order).
+    fn entries(&self) -> [(&'static str, &'a RawValue); 11] {
+        [
+            ("agent", self.agent),
+            ("capabilities", self.capabilities),
+            ("chatId", self.chat_id),
+            ("format", self.format),
+            ("manifest", self.manifest),
+            ("memory", self.memory),
+            ("prompt", self.prompt),
+            ("runId", self.run_id),
+            ("telegramSource", self.telegram_source),
+            ("transcript", self.transcript),
+            ("trigger", self.trigger),
+        ]
+    }
+
+    /// Whether `bytes` are exactly these members in canonical order with no
+    /// whitespace: then the whole is canonical when every member is (RFC
+    /// 8785 encodes a member's value on its own).
+    fn top_level_is_canonical(&self, bytes: &[u8]) -> bool {
+        let mut expected = Vec::with_capacity(bytes.len());
+        expected.push(b'{');
+        for (i, (name, raw)) in self.entries().iter().enumerate() {
+            if i > 0 {
+                expected.push(b',');
+            }
+            expected.push(b'"');
+            expected.extend_from_slice(name.as_bytes());
+            expected.extend_from_slice(b"\":");
+            expected.extend_from_slice(raw.get().as_bytes());
+        }
+        expected.push(b'}');
+        expected == bytes
+    }
+
     /// The manifest of these parts, each hashed as it stands in the bytes.
     fn manifest(&self) -> Manifest {
         let hash = |raw: &RawValue| sha256(raw.get().as_bytes());
@@ -211,6 +259,49 @@ impl Members<'_> {
             capabilities: hash(self.capabilities),
         }
     }
+}
+
+/// The checks every decode shares, in this order: the bytes hash to the id
+/// (`hash`), parse into exactly the snapshot's members (`schema`), the top
+/// level is canonical (`not canonical`), the manifest decodes canonical,
+/// and every part's slice hashes to its manifest entry (`manifest`).
+fn checked_members<'a>(
+    bytes: &'a [u8],
+    id: &SnapshotId,
+) -> Result<(Members<'a>, Manifest), ContextError> {
+    let invalid = |why| invalid(id, why);
+    if sha256(bytes).as_str() != id.as_str() {
+        return Err(invalid("hash"));
+    }
+    let members: Members<'a> = serde_json::from_slice(bytes).map_err(|_| invalid("schema"))?;
+    if !members.top_level_is_canonical(bytes) {
+        return Err(invalid("not canonical"));
+    }
+    let manifest: Manifest = member(members.manifest, id)?;
+    if members.manifest() != manifest {
+        return Err(invalid("manifest"));
+    }
+    Ok((members, manifest))
+}
+
+fn invalid(id: &SnapshotId, why: &'static str) -> ContextError {
+    ContextError::SnapshotInvalid {
+        id: id.clone(),
+        why,
+    }
+}
+
+/// One member decoded from its slice, which must be its canonical encoding.
+fn member<T: DeserializeOwned + Serialize>(
+    raw: &RawValue,
+    id: &SnapshotId,
+) -> Result<T, ContextError> {
+    let value: T = serde_json::from_str(raw.get()).map_err(|_| invalid(id, "schema"))?;
+    let canonical = to_canonical_bytes(&value).map_err(|_| ContextError::Canonical)?;
+    if canonical != raw.get().as_bytes() {
+        return Err(invalid(id, "not canonical"));
+    }
+    Ok(value)
 }
 
 fn part_hash<T: Serialize>(part: &T) -> Result<Sha256Hex, ContextError> {
@@ -258,33 +349,33 @@ impl Snapshot {
         Ok((bytes, id))
     }
 
-    /// Parses stored bytes and verifies everything a retry or the authority
-    /// chain relies on: the id is the bytes' hash, the bytes are canonical,
-    /// the manifest matches every part, and the prompt matches its hash.
+    /// Parses stored bytes and verifies everything a retry relies on: the
+    /// id is the bytes' hash, the bytes are canonical, the manifest matches
+    /// every part, and the prompt matches its hash.
     ///
-    /// Once the bytes are known canonical, each part's canonical encoding
-    /// is exactly its member's slice of them (RFC 8785 encodes a member's
-    /// value on its own), so the manifest is checked by hashing those
-    /// slices rather than encoding every part a second time.
+    /// The bytes are checked canonical member by member: the top level is
+    /// rebuilt from the members' slices, and each member is decoded from
+    /// its slice and encoded again (RFC 8785 encodes a member's value on its
+    /// own, so this is the whole's canonical check). The manifest is checked
+    /// by hashing those slices rather than encoding every part a second
+    /// time.
     pub fn decode(bytes: &[u8], id: &SnapshotId) -> Result<Self, ContextError> {
-        let invalid = |why| ContextError::SnapshotInvalid {
-            id: id.clone(),
-            why,
+        let (m, manifest) = checked_members(bytes, id)?;
+        let snapshot = Snapshot {
+            format: member(m.format, id)?,
+            run_id: member(m.run_id, id)?,
+            agent: member(m.agent, id)?,
+            telegram_source: member(m.telegram_source, id)?,
+            chat_id: member(m.chat_id, id)?,
+            trigger: member(m.trigger, id)?,
+            prompt: member(m.prompt, id)?,
+            transcript: member(m.transcript, id)?,
+            memory: member(m.memory, id)?,
+            capabilities: member(m.capabilities, id)?,
+            manifest,
         };
-        if sha256(bytes).as_str() != id.as_str() {
-            return Err(invalid("hash"));
-        }
-        let snapshot: Snapshot = serde_json::from_slice(bytes).map_err(|_| invalid("schema"))?;
-        let canonical = to_canonical_bytes(&snapshot).map_err(|_| ContextError::Canonical)?;
-        if canonical != bytes {
-            return Err(invalid("not canonical"));
-        }
-        let members: Members<'_> = serde_json::from_slice(bytes).map_err(|_| invalid("schema"))?;
-        if members.manifest() != snapshot.manifest {
-            return Err(invalid("manifest"));
-        }
         if sha256(snapshot.prompt.text.as_bytes()) != snapshot.prompt.sha256 {
-            return Err(invalid("prompt hash"));
+            return Err(invalid(id, "prompt hash"));
         }
         Ok(snapshot)
     }
@@ -292,37 +383,17 @@ impl Snapshot {
     /// Loads a stored snapshot by id, reassembled from its content-addressed
     /// parts, and verifies it; a missing or altered part is refused.
     pub fn load(store: &dyn Read, id: &SnapshotId) -> Result<Self, ContextError> {
-        let invalid = |why| ContextError::SnapshotInvalid {
-            id: id.clone(),
-            why,
-        };
-        let bytes = match store.snapshot(id) {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => return Err(ContextError::SnapshotMissing { id: id.clone() }),
-            Err(StoreError::SnapshotPart { fault, .. }) => {
-                return Err(invalid(match fault {
-                    PartFault::Missing => "part missing",
-                    PartFault::Altered => "part altered",
-                    PartFault::Malformed => "part malformed",
-                    PartFault::TooLarge => "parts too large",
-                }));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        Self::decode(&bytes, id)
+        Self::decode(&stored_bytes(store, id)?, id)
     }
 
     /// Whether `kind`'s tool is exposed.
     pub fn exposes(&self, kind: ProposalKind) -> bool {
-        self.capabilities.tools.contains(&kind)
+        self.capabilities.exposes(kind)
     }
 
     /// The admitted correction target with this output id.
     pub fn correction_target(&self, output: &EventId) -> Option<&CorrectionTarget> {
-        self.capabilities
-            .correction_targets
-            .iter()
-            .find(|t| t.output_event_id == *output)
+        self.capabilities.correction_target(output)
     }
 
     /// `latest`: the most recent eligible assistant turn.
@@ -332,6 +403,106 @@ impl Snapshot {
 
     /// Whether `id` may be cited.
     pub fn admits_evidence(&self, id: &EventId) -> bool {
-        self.capabilities.evidence_ids.contains(id)
+        self.capabilities.admits_evidence(id)
+    }
+}
+
+impl Capabilities {
+    /// Whether `kind`'s tool is exposed.
+    pub fn exposes(&self, kind: ProposalKind) -> bool {
+        self.tools.contains(&kind)
+    }
+
+    /// The admitted correction target with this output id.
+    pub fn correction_target(&self, output: &EventId) -> Option<&CorrectionTarget> {
+        self.correction_targets
+            .iter()
+            .find(|t| t.output_event_id == *output)
+    }
+
+    /// Whether `id` may be cited.
+    pub fn admits_evidence(&self, id: &EventId) -> bool {
+        self.evidence_ids.contains(id)
+    }
+}
+
+/// What the authority chain reads of a stored snapshot
+/// ([`SnapshotClaims::load`]): every member but the prompt, the transcript
+/// and `memory.md`'s text, which the chain does not read and which are
+/// bound by their manifest hashes instead of being decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotClaims {
+    /// The run.
+    pub run_id: RunId,
+    /// The declaration.
+    pub agent: AgentRef,
+    /// The Telegram source the chat lives on.
+    pub telegram_source: SourceName,
+    /// The chat.
+    pub chat_id: i64,
+    /// The current owner message.
+    pub trigger: UserTurn,
+    /// What tools may target and cite.
+    pub capabilities: Capabilities,
+    /// Part hashes.
+    pub manifest: Manifest,
+}
+
+impl SnapshotClaims {
+    /// Loads and checks a stored snapshot as [`Snapshot::load`] does, except
+    /// that the prompt, transcript and memory parts are checked by their
+    /// slices' hashes against the manifest (which binds each to the
+    /// canonical encoding it was built from) rather than decoded: the whole
+    /// bytes still hash to the id, the top level and every decoded member
+    /// are canonical.
+    pub fn load(store: &dyn Read, id: &SnapshotId) -> Result<Self, ContextError> {
+        Self::decode(&stored_bytes(store, id)?, id)
+    }
+
+    /// [`SnapshotClaims::load`] of bytes at hand.
+    pub fn decode(bytes: &[u8], id: &SnapshotId) -> Result<Self, ContextError> {
+        let (m, manifest) = checked_members(bytes, id)?;
+        let _format: SnapshotFormat = member(m.format, id)?;
+        Ok(Self {
+            run_id: member(m.run_id, id)?,
+            agent: member(m.agent, id)?,
+            telegram_source: member(m.telegram_source, id)?,
+            chat_id: member(m.chat_id, id)?,
+            trigger: member(m.trigger, id)?,
+            capabilities: member(m.capabilities, id)?,
+            manifest,
+        })
+    }
+}
+
+impl From<&Snapshot> for SnapshotClaims {
+    fn from(s: &Snapshot) -> Self {
+        Self {
+            run_id: s.run_id.clone(),
+            agent: s.agent.clone(),
+            telegram_source: s.telegram_source.clone(),
+            chat_id: s.chat_id,
+            trigger: s.trigger.clone(),
+            capabilities: s.capabilities.clone(),
+            manifest: s.manifest.clone(),
+        }
+    }
+}
+
+/// The stored bytes of snapshot `id`; a part the store refuses is named.
+fn stored_bytes(store: &dyn Read, id: &SnapshotId) -> Result<Vec<u8>, ContextError> {
+    match store.snapshot(id) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(ContextError::SnapshotMissing { id: id.clone() }),
+        Err(StoreError::SnapshotPart { fault, .. }) => Err(invalid(
+            id,
+            match fault {
+                PartFault::Missing => "part missing",
+                PartFault::Altered => "part altered",
+                PartFault::Malformed => "part malformed",
+                PartFault::TooLarge => "parts too large",
+            },
+        )),
+        Err(e) => Err(e.into()),
     }
 }

@@ -7,7 +7,7 @@
 //! proposal, the admitted evidence, and the exact snapshot capability. Any
 //! doubt is a refusal; nothing is inferred.
 
-use stream_context::Snapshot;
+use stream_context::SnapshotClaims;
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{
     CorrectionProposed, CorrectionTarget, EvidenceIds, FocusDeclarationProposed,
@@ -79,7 +79,7 @@ pub struct VerifiedProposal {
     event: StoredEvent,
     body: ProposalBody,
     proposer: Proposer,
-    snapshot: Snapshot,
+    snapshot: SnapshotClaims,
 }
 
 impl VerifiedProposal {
@@ -98,8 +98,8 @@ impl VerifiedProposal {
         &self.proposer
     }
 
-    /// The verified snapshot it was made under.
-    pub fn snapshot(&self) -> &Snapshot {
+    /// What the chain read of the verified snapshot it was made under.
+    pub fn snapshot(&self) -> &SnapshotClaims {
         &self.snapshot
     }
 }
@@ -175,11 +175,11 @@ impl Check<'_> {
     }
 }
 
-fn evidence_admitted(snapshot: &Snapshot, evidence: &EvidenceIds) -> bool {
+fn evidence_admitted(snapshot: &SnapshotClaims, evidence: &EvidenceIds) -> bool {
     evidence
         .as_slice()
         .iter()
-        .all(|id| snapshot.admits_evidence(id))
+        .all(|id| snapshot.capabilities.admits_evidence(id))
 }
 
 /// Replays the authority chain of proposal `id`.
@@ -282,8 +282,10 @@ pub fn verify_chain(store: &dyn Read, id: &EventId) -> Result<VerifiedProposal, 
     let trigger: MessageReceived = check.decode(&trigger_event, ChainLink::Trigger)?;
     check.that(trigger.chat_id == output.chat_id, ChainLink::Trigger)?;
 
-    // The durable snapshot: bytes, manifest, and that it is this run's.
-    let snapshot = stream_context::Snapshot::load(store, &proposer.context_snapshot_id)
+    // The durable snapshot: bytes, manifest, and that it is this run's. The
+    // parts the chain does not read (prompt, transcript, memory text) are
+    // bound by their manifest hashes, not decoded.
+    let snapshot = SnapshotClaims::load(store, &proposer.context_snapshot_id)
         .map_err(|_| check.broken(ChainLink::Snapshot))?;
     check.that(
         snapshot.run_id == proposer.run_id
@@ -304,7 +306,8 @@ pub fn verify_chain(store: &dyn Read, id: &EventId) -> Result<VerifiedProposal, 
             )?;
             let granted: Option<&MemoryTarget> = snapshot.capabilities.memory_target.as_ref();
             check.that(
-                snapshot.exposes(ProposalKind::MemoryChange) && granted == Some(&p.target),
+                snapshot.capabilities.exposes(ProposalKind::MemoryChange)
+                    && granted == Some(&p.target),
                 ChainLink::Capability,
             )?;
             check.rebuilt(
@@ -320,10 +323,12 @@ pub fn verify_chain(store: &dyn Read, id: &EventId) -> Result<VerifiedProposal, 
                 evidence_admitted(&snapshot, &p.evidence_event_ids),
                 ChainLink::Evidence,
             )?;
-            let granted: Option<&CorrectionTarget> =
-                snapshot.correction_target(&p.target.output_event_id);
+            let granted: Option<&CorrectionTarget> = snapshot
+                .capabilities
+                .correction_target(&p.target.output_event_id);
             check.that(
-                snapshot.exposes(ProposalKind::SelfCorrection) && granted == Some(&p.target),
+                snapshot.capabilities.exposes(ProposalKind::SelfCorrection)
+                    && granted == Some(&p.target),
                 ChainLink::Capability,
             )?;
             check.rebuilt(
@@ -336,7 +341,9 @@ pub fn verify_chain(store: &dyn Read, id: &EventId) -> Result<VerifiedProposal, 
         }
         ProposalBody::Focus(p) => {
             check.that(
-                snapshot.exposes(ProposalKind::FocusDeclaration),
+                snapshot
+                    .capabilities
+                    .exposes(ProposalKind::FocusDeclaration),
                 ChainLink::Capability,
             )?;
             check.rebuilt(

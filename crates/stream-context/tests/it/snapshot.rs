@@ -1,4 +1,7 @@
-use stream_context::{Manifest, Snapshot, Turn, build};
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+use stream_context::{Manifest, Snapshot, SnapshotClaims, Turn, build};
 use stream_core::ids::derive_run_id;
 use stream_core::payload::ProposalKind;
 use stream_core::{EventId, RunId, StoredEvent};
@@ -334,4 +337,108 @@ fn the_manifest_checked_from_slices_is_the_manifest_of_the_parts() {
         let err = Snapshot::decode(&bad, &bad_id).unwrap_err();
         assert!(err.to_string().contains("manifest"), "{err}");
     }
+}
+
+/// Snapshot bytes rebuilt from their members with `edit` applied (the
+/// manifest entry of an edited part set to its new slice's hash when
+/// `rehash`), and the id they hash to.
+fn edited(
+    bytes: &[u8],
+    edit: impl FnOnce(&mut BTreeMap<String, Box<RawValue>>),
+) -> (Vec<u8>, stream_core::SnapshotId) {
+    let mut members: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(bytes).unwrap();
+    edit(&mut members);
+    let bytes = serde_json::to_vec(&members).unwrap();
+    let id = stream_core::SnapshotId::from(stream_core::canon::sha256(&bytes));
+    (bytes, id)
+}
+
+fn raw(text: String) -> Box<RawValue> {
+    RawValue::from_string(text).unwrap()
+}
+
+/// Replaces part `name` with `text` and its manifest entry with its hash.
+fn forge_part(members: &mut BTreeMap<String, Box<RawValue>>, name: &str, text: String) {
+    let mut manifest: serde_json::Value = serde_json::from_str(members["manifest"].get()).unwrap();
+    manifest[name] = serde_json::json!(stream_core::canon::sha256(text.as_bytes()));
+    members.insert(name.into(), raw(text));
+    members.insert(
+        "manifest".into(),
+        raw(stream_core::canon::to_canonical_string(&manifest).unwrap()),
+    );
+}
+
+fn why<T: std::fmt::Debug>(r: Result<T, stream_context::ContextError>) -> &'static str {
+    match r {
+        Err(stream_context::ContextError::SnapshotInvalid { why, .. }) => why,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The authority chain reads a snapshot's claims (`SnapshotClaims`): the
+/// same members as the full decode, with the prompt, transcript and memory
+/// text bound by their manifest hashes instead of decoded.
+#[test]
+fn snapshot_claims_are_the_snapshot_s_own_and_bind_unread_parts_by_hash() {
+    let mut fx = Fixture::new();
+    fx.memory("---\nid: m\n---\ncanary-memory\n");
+    let m1 = fx.message("one");
+    fx.reply(&m1, "r1");
+    let now = fx.message("two");
+    let s = snap(&fx, &now);
+    let (bytes, id) = s.encode().unwrap();
+    assert_eq!(
+        SnapshotClaims::decode(&bytes, &id).unwrap(),
+        SnapshotClaims::from(&s)
+    );
+    let mut tx = fx.store.begin().unwrap();
+    tx.put_snapshot(&id, &bytes).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        SnapshotClaims::load(&fx.store, &id).unwrap(),
+        SnapshotClaims::from(&s)
+    );
+
+    // What both refuse alike.
+    let both = |bytes: &[u8], id: &stream_core::SnapshotId| {
+        let full = why(Snapshot::decode(bytes, id));
+        assert_eq!(why(SnapshotClaims::decode(bytes, id)), full);
+        full
+    };
+    let (_, other_id) = edited(&bytes, |_| {});
+    assert_eq!(other_id, id, "rebuilding the members is byte-exact");
+    let wrong_id = stream_core::SnapshotId::from(stream_core::canon::sha256(b"x"));
+    assert_eq!(both(&bytes, &wrong_id), "hash");
+    let pretty = serde_json::to_vec_pretty(&s).unwrap();
+    let pretty_id = stream_core::SnapshotId::from(stream_core::canon::sha256(&pretty));
+    assert_eq!(both(&pretty, &pretty_id), "not canonical");
+    let (extra, extra_id) = edited(&bytes, |m| {
+        m.insert("zzz".into(), raw("1".into()));
+    });
+    assert_eq!(both(&extra, &extra_id), "schema");
+    for part in ["transcript", "memory", "prompt", "capabilities", "trigger"] {
+        // Another value under the old manifest.
+        let (bad, bad_id) = edited(&bytes, |m| {
+            m.insert(part.into(), raw("null".into()));
+        });
+        assert_eq!(both(&bad, &bad_id), "manifest", "{part}");
+    }
+    // A read member that is not canonical, even with a manifest made to
+    // match it.
+    let (bad, bad_id) = edited(&bytes, |m| {
+        let pretty = serde_json::to_string_pretty(&s.capabilities).unwrap();
+        forge_part(m, "capabilities", pretty);
+    });
+    assert_eq!(both(&bad, &bad_id), "not canonical");
+
+    // The boundary: a part the chain does not read, rewritten with a
+    // manifest made to match it, is refused by the full decode (a retry)
+    // and bound only by hash in the claims: only a writer other than
+    // `build` (which hashes each part's canonical encoding) could make it.
+    let (bad, bad_id) = edited(&bytes, |m| {
+        let pretty = serde_json::to_string_pretty(&s.transcript).unwrap();
+        forge_part(m, "transcript", pretty);
+    });
+    assert_eq!(why(Snapshot::decode(&bad, &bad_id)), "not canonical");
+    assert!(SnapshotClaims::decode(&bad, &bad_id).is_ok());
 }

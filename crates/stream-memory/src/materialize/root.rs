@@ -50,6 +50,41 @@ fn dev_of(st: &rustix::fs::Stat) -> u64 {
     u64::from(st.st_dev)
 }
 
+/// The kind of entry a path must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The context root.
+    Directory,
+    /// `memory.md`.
+    RegularFile,
+}
+
+/// The one judgment of an `lstat` (never followed) before an open: exactly
+/// the expected kind passes, a symlink is `symlink`, anything else (every
+/// other file type, or no entry) is `path`. Every file type is named, so a
+/// new one cannot pass unnoticed.
+fn expect_kind(st: rustix::io::Result<rustix::fs::Stat>, expected: Kind) -> Result<(), Stop> {
+    use MaterializationFailure as F;
+    let Ok(st) = st else {
+        return fail(F::Path);
+    };
+    let found = match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => Some(Kind::Directory),
+        FileType::RegularFile => Some(Kind::RegularFile),
+        FileType::Symlink => return fail(F::Symlink),
+        FileType::Fifo
+        | FileType::Socket
+        | FileType::CharacterDevice
+        | FileType::BlockDevice
+        | FileType::Unknown => None,
+    };
+    if found == Some(expected) {
+        Ok(())
+    } else {
+        fail(F::Path)
+    }
+}
+
 fn read_flags() -> OFlags {
     OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC
 }
@@ -58,19 +93,7 @@ impl Root {
     /// The root must exist and be a real directory, not a symlink.
     pub(super) fn open(path: &Path) -> Result<Self, Stop> {
         use MaterializationFailure as F;
-        match rustix::fs::lstat(path) {
-            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-                FileType::Directory => {}
-                FileType::Symlink => return fail(F::Symlink),
-                FileType::RegularFile
-                | FileType::Fifo
-                | FileType::Socket
-                | FileType::CharacterDevice
-                | FileType::BlockDevice
-                | FileType::Unknown => return fail(F::Path),
-            },
-            Err(_) => return fail(F::Path),
-        }
+        expect_kind(rustix::fs::lstat(path), Kind::Directory)?;
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| match e {
             Errno::LOOP => Stop::Fail(F::Symlink),
@@ -92,19 +115,10 @@ impl Root {
     fn open_memory(&self) -> Result<OwnedFd, Stop> {
         use MaterializationFailure as F;
         let name = MemoryPath::VALUE;
-        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-                FileType::RegularFile => {}
-                FileType::Symlink => return fail(F::Symlink),
-                FileType::Directory
-                | FileType::Fifo
-                | FileType::Socket
-                | FileType::CharacterDevice
-                | FileType::BlockDevice
-                | FileType::Unknown => return fail(F::Path),
-            },
-            Err(_) => return fail(F::Path),
-        }
+        expect_kind(
+            rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW),
+            Kind::RegularFile,
+        )?;
         let fd =
             rustix::fs::openat(&self.fd, name, read_flags(), Mode::empty()).map_err(
                 |e| match e {
@@ -220,6 +234,37 @@ const TEMP_PREFIX: &str = ".memory.md.";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Root::open` and `open_memory` share one judgment of what an entry
+    /// is: only the expected kind passes, a link is `symlink`, the rest
+    /// `path`.
+    #[test]
+    fn expect_kind_passes_only_the_expected_kind() {
+        use MaterializationFailure as F;
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name);
+        std::fs::create_dir(at("dir")).unwrap();
+        std::fs::write(at("file"), b"x").unwrap();
+        std::os::unix::fs::symlink(at("file"), at("link")).unwrap();
+        let fifo = std::ffi::CString::new(at("fifo").as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let outcome = |name: &str, kind: Kind| match expect_kind(rustix::fs::lstat(at(name)), kind)
+        {
+            Ok(()) => None,
+            Err(Stop::Fail(reason)) => Some(reason),
+            Err(Stop::Abort(e)) => panic!("{e}"),
+        };
+        for (name, as_dir, as_file) in [
+            ("dir", None, Some(F::Path)),
+            ("file", Some(F::Path), None),
+            ("link", Some(F::Symlink), Some(F::Symlink)),
+            ("fifo", Some(F::Path), Some(F::Path)),
+            ("missing", Some(F::Path), Some(F::Path)),
+        ] {
+            assert_eq!(outcome(name, Kind::Directory), as_dir, "{name}");
+            assert_eq!(outcome(name, Kind::RegularFile), as_file, "{name}");
+        }
+    }
 
     #[test]
     fn lock_names_are_per_root_whatever_the_spelling_and_carry_no_path() {

@@ -12,7 +12,7 @@ use super::error::Stop;
 
 /// After the scan: the pointer is at the expected new version, whose row
 /// holds the hash, size, predecessor and content type of what was written,
-/// whose blob re-hashes, and whose `file.changed@1` event is exactly the
+/// whose blob is exactly those bytes, and whose `file.changed@1` event is exactly the
 /// one the scan builds. Returns that event's id.
 pub(super) fn verify_new_version(
     store: &dyn Read,
@@ -42,8 +42,10 @@ pub(super) fn verify_new_version(
     {
         return Err(receipt());
     }
+    // The blob is exactly the bytes written, whose hash is `new_sha`: a
+    // comparison, not a second hash of the same bytes.
     let blob = store.blob(&row.sha256)?.ok_or_else(receipt)?;
-    if sha256(&blob) != new_sha {
+    if blob != new {
         return Err(receipt());
     }
     let event_id = derive_event_id(

@@ -46,7 +46,7 @@ fn settled_proposals_verify() {
     ] {
         let verified = verify_chain(&w.store, id).unwrap();
         assert_eq!(verified.body().kind(), kind);
-        assert_eq!(verified.snapshot(), &w.snapshot);
+        assert_eq!(verified.snapshot(), &(&w.snapshot).into());
     }
 }
 
