@@ -108,6 +108,12 @@ const MIGRATIONS: &[Step] = &[
     // Migration 3 still sees it; the parts it writes are not listed, and
     // its whole blobs (JSON) cannot be parts.
     Step::Sql("DROP TABLE snapshot_parts;"),
+    // 5: snapshot parts may be `tsp2`, with text blobs (a long string kept
+    // as its raw text, the document version's blob). A build that knows
+    // only `tsp1` would take such a part for a tampered one and fail runs
+    // and decisions; at this version it refuses the store untouched
+    // instead. Nothing in the tables changes.
+    Step::Sql("-- snapshot parts may be tsp2"),
 ];
 
 /// The newest schema version this build knows.
@@ -327,4 +333,30 @@ fn rewrite_batch(conn: &Connection, after: i64, rows: usize) -> Result<Option<i6
         .map_err(backend)?;
     }
     Ok(Some(last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::PG_SCHEMA_VERSION;
+
+    /// A new part header needs a new schema version on both backends, so
+    /// that an older build refuses the store rather than read the new
+    /// parts as tampered ones: (header, SQLite version, PostgreSQL version
+    /// that first let it be written), newest last.
+    #[test]
+    fn the_part_header_written_now_came_with_a_schema_version_of_its_own() {
+        let headers: &[(&[u8], u32, u32)] = &[
+            (stream_core::parts::HEADER_V1, 2, 1),
+            (stream_core::parts::HEADER, 5, 2),
+        ];
+        let (newest, sqlite, postgres) = headers[headers.len() - 1];
+        assert_eq!(newest, stream_core::parts::HEADER);
+        assert!(sqlite <= SCHEMA_VERSION && postgres <= PG_SCHEMA_VERSION);
+        assert!(
+            headers
+                .windows(2)
+                .all(|w| w[0].1 < w[1].1 && w[0].2 < w[1].2)
+        );
+    }
 }

@@ -91,6 +91,9 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO thestream_schema (application, version) VALUES ('thestream', 0);
     "#,
+    // 2: snapshot parts may be `tsp2` (SQLite schema 5 says why); nothing
+    // in the tables changes.
+    "-- snapshot parts may be tsp2",
 ];
 
 /// The newest PostgreSQL schema version this build knows.
