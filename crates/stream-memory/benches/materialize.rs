@@ -17,6 +17,9 @@
 //!   with its decision (verified once, `materialize_verified`; and twice,
 //!   as before, `record_decision` + `materialize`);
 //!
+//! - a correction decision + projection again, in a store that also holds
+//!   300 photos of 200 KiB;
+//!
 //! each also as a ratio to the raw transaction; before and after alternate
 //! round by round. Every round gets a fresh
 //! proposal, made untimed under a real stored snapshot.
@@ -36,6 +39,7 @@ use stream_proposals::decision::{DecisionRequest, record_decision, record_verifi
 use stream_proposals::project::{CorrectionProjection, project_correction, verify_decision};
 use stream_proposals::settle::ValidatedProposal;
 use stream_proposals::testing::World;
+use stream_store::Store as _;
 
 const ROUNDS: usize = 40;
 
@@ -234,6 +238,27 @@ fn main() {
         },
     );
 
+    // A correction again, in a store that also holds 300 photos of 200 KiB
+    // (60 MB): a blob lookup must not read the large rows it passes.
+    let mut tx = w.store.begin().unwrap();
+    for i in 0..300u32 {
+        let mut photo = vec![0u8; 200 * 1024];
+        photo[..4].copy_from_slice(&i.to_le_bytes());
+        tx.put_blob(&photo).unwrap();
+    }
+    tx.commit().unwrap();
+    // The memory rounds left no delivered reply to correct.
+    let trigger = w.base.message("One more thing.");
+    let (settlement, _) = w.base.settle_run(&trigger, Some("A reply."), |_| vec![]);
+    w.base.deliver(settlement.output(), &trigger);
+    let correction_with_photos = measure(
+        |_| correction_proposal(&mut w),
+        |proposal| {
+            let record = record_verified_decision(&store, &request(&proposal)).unwrap();
+            assert!(record.correction.is_some());
+        },
+    );
+
     let report = |name: &str, d: Duration| {
         println!(
             "{name:<46} median {:>9.2} ms  ratio to raw {:>6.1}",
@@ -259,4 +284,8 @@ fn main() {
         decision_and_materialize,
     );
     report("  the same, chain replayed twice (before)", memory_two_pass);
+    report(
+        "correction decision + projection, 300 photos",
+        correction_with_photos,
+    );
 }
