@@ -154,21 +154,9 @@ type RawEvent = (
     i64,
 );
 
+// rusqlite converts a row into a tuple of its columns, each checked.
 fn raw_event(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEvent> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-        r.get(8)?,
-        r.get(9)?,
-        r.get(10)?,
-        r.get(11)?,
-    ))
+    RawEvent::try_from(r)
 }
 
 fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
@@ -313,15 +301,7 @@ const RUN_COLUMNS: &str =
 type RawRun = (String, String, i64, String, String, i64, Option<String>);
 
 fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-    ))
+    RawRun::try_from(r)
 }
 
 fn decode_run(raw: RawRun) -> Result<RunRow, StoreError> {
@@ -363,7 +343,7 @@ fn read_progress(c: &Connection, consumer: &str) -> Result<Option<Progress>, Sto
         c,
         "SELECT source, seq FROM progress WHERE consumer = ?1",
         [consumer],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| r.try_into(),
     )
     .optional()
     .map_err(backend)?;
@@ -403,7 +383,7 @@ fn decode_doc(raw: RawDoc) -> Result<DocumentRow, StoreError> {
 }
 
 fn raw_doc(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawDoc> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    RawDoc::try_from(r)
 }
 
 fn read_document(c: &Connection, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError> {
@@ -439,16 +419,7 @@ fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, St
         "SELECT version_id, doc_id, sha256, size, content_type, prev_version \
              FROM document_versions WHERE version_id = ?1",
         [id.as_str()],
-        |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        },
+        |r| r.try_into(),
     )
     .optional()
     .map_err(backend)?;
