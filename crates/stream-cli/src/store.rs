@@ -38,4 +38,8 @@ impl Store for OpenedStore {
     fn data_version(&self) -> Result<u64, StoreError> {
         self.inner().data_version()
     }
+
+    fn has_room(&self) -> Result<bool, StoreError> {
+        self.inner().has_room()
+    }
 }

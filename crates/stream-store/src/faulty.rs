@@ -5,7 +5,7 @@
 
 #![allow(missing_docs)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use stream_core::{DocumentId, NewEvent, Sha256Hex, SnapshotId, SourceName, VersionId};
 
@@ -19,6 +19,7 @@ pub struct FaultyStore<S> {
     inner: S,
     writes: AtomicUsize,
     fail_at: AtomicUsize,
+    full: AtomicBool,
 }
 
 impl<S: Store> FaultyStore<S> {
@@ -28,7 +29,14 @@ impl<S: Store> FaultyStore<S> {
             inner,
             writes: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(usize::MAX),
+            full: AtomicBool::new(false),
         }
+    }
+
+    /// Makes [`Store::has_room`] answer `false` (a full disk) until called
+    /// with `false`.
+    pub fn set_full(&self, full: bool) {
+        self.full.store(full, Ordering::SeqCst);
     }
 
     /// Fails the `n`th write from now (0 = the next one).
@@ -76,6 +84,13 @@ impl<S: Store> Store for FaultyStore<S> {
 
     fn data_version(&self) -> Result<u64, StoreError> {
         self.inner.data_version()
+    }
+
+    fn has_room(&self) -> Result<bool, StoreError> {
+        if self.full.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.inner.has_room()
     }
 }
 

@@ -318,6 +318,13 @@ pub trait Tx: Read {
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 
+/// Free space a send needs on the store's filesystem ([`Store::has_room`]).
+/// A receipt's commit appends whole pages to SQLite's WAL: the event row,
+/// its four index entries and the watermark row, each with the pages a
+/// b-tree split above them may touch, some dozens of 4 KiB pages at the
+/// most; 1 MiB leaves room for several.
+pub const COMMIT_ROOM: u64 = 1 << 20;
+
 /// A store backend.
 pub trait Store: Read + Send + Sync {
     /// Starts a write transaction, waiting for other writers (other
@@ -329,6 +336,14 @@ pub trait Store: Read + Send + Sync {
     /// `PRAGMA data_version` on the reading connection). Lets a long-lived
     /// reader notice another process's writes without re-reading rows.
     fn data_version(&self) -> Result<u64, StoreError>;
+
+    /// Whether a small commit (a delivery receipt) will find room: `false`
+    /// while the filesystem holding the store has less than [`COMMIT_ROOM`]
+    /// free. Delivery asks before `sendMessage`, so that no reply is sent
+    /// whose receipt could not be stored (it would go out again once space
+    /// returns). No default: a wrapper that answered for its inner store
+    /// would send into a full disk.
+    fn has_room(&self) -> Result<bool, StoreError>;
 
     /// Appends one event in its own transaction.
     fn append(&self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {

@@ -523,6 +523,16 @@ impl Store for SqliteStore {
             .map(|v| v.unsigned_abs())
             .map_err(backend)
     }
+
+    fn has_room(&self) -> Result<bool, StoreError> {
+        let dir = match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let fs = rustix::fs::statvfs(dir)
+            .map_err(|e| StoreError::Backend(format!("free space of the store's folder: {e}")))?;
+        Ok(fs.f_bavail.saturating_mul(fs.f_frsize) >= crate::COMMIT_ROOM)
+    }
 }
 
 /// An open `BEGIN IMMEDIATE` transaction on the writer connection.

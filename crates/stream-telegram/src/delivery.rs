@@ -16,6 +16,10 @@
 //! trigger; the one receipt lists every message id. A crash or outage in
 //! the middle resends the whole reply on the next pass (at-least-once).
 //!
+//! Nothing is sent while the store's disk has no room for a receipt
+//! ([`stream_store::Store::has_room`]): a reply sent then would be sent
+//! again once space returns. The pass ends, as for an outage.
+//!
 //! An output Telegram refuses for good (a 4xx other than 429, 401 and 404)
 //! is recorded once as `stream.telegram.delivery.failed@1` (codes and ids,
 //! no content), never resent, and the owner gets [`REFUSED_NOTICE`]. A
@@ -77,6 +81,9 @@ pub struct DeliveryReport {
     pub skipped: u64,
     /// Outputs still without a receipt after this pass.
     pub pending: u64,
+    /// Passes ended before a send because the store's disk had no room for
+    /// a receipt (0 or 1).
+    pub no_room: u64,
     /// The code of the last `sendMessage` failure.
     pub last_error: Option<&'static str>,
 }
@@ -351,7 +358,7 @@ pub async fn deliver_pending(
                         false
                     }
                     Sent::Unavailable => {
-                        // Rate limits and outages affect every output: end the pass.
+                        // Rate limits, outages and a full disk affect every output: end the pass.
                         report.pending += 1;
                         stop = true;
                         false
@@ -464,6 +471,18 @@ async fn send_one(
     pending: &Pending,
     report: &mut DeliveryReport,
 ) -> Result<Sent, DeliveryError> {
+    let room = {
+        let store = Arc::clone(store);
+        blocking(move || Ok(store.has_room()?)).await?
+    };
+    if !room {
+        report.no_room += 1;
+        tracing::warn!(
+            output = pending.output_id.short(16),
+            "the store's disk is nearly full; replies wait until a receipt can be stored"
+        );
+        return Ok(Sent::Unavailable);
+    }
     let parts = split_message(pending.output.text.as_str(), MAX_MESSAGE_UTF16);
     if parts.is_empty() {
         // Whitespace only (stored before such text became no text):

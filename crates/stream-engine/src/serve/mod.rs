@@ -297,7 +297,9 @@ async fn delivery(
                 None
             }
             // More than one pass's worth, none failed: go on at once.
-            Ok(report) if report.failed == 0 && report.not_delivered == 0 => {
+            Ok(report)
+                if report.failed == 0 && report.not_delivered == 0 && report.no_room == 0 =>
+            {
                 backoff.reset();
                 Some(Duration::ZERO)
             }

@@ -82,6 +82,10 @@ impl Store for Signalling {
     fn data_version(&self) -> Result<u64, StoreError> {
         self.inner.data_version()
     }
+
+    fn has_room(&self) -> Result<bool, StoreError> {
+        self.inner.has_room()
+    }
 }
 
 struct SignallingTx<'a> {

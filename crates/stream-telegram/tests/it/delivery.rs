@@ -208,6 +208,36 @@ async fn one_reply_commits_its_receipt_and_watermark_together() {
     );
 }
 
+/// While the store's disk has no room for a receipt nothing is sent (a
+/// reply sent then would go out again once space returns); with room back
+/// the reply goes out once.
+#[tokio::test]
+async fn nothing_is_sent_while_the_store_has_no_room_for_its_receipt() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[32, 33]).await;
+    output(&env, &msgs[0].0, OWNER, "first");
+    output(&env, &msgs[1].0, OWNER, "second");
+    let faulty = Arc::new(FaultyStore::new(
+        SqliteStore::open(&env.store_path).unwrap(),
+    ));
+    let store: Arc<dyn Store> = faulty.clone();
+    faulty.set_full(true);
+    let report = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.sent, report.no_room, report.pending), (0, 1, 2));
+    assert!(env.fake.calls_of("sendMessage").is_empty());
+    assert!(receipts(&env).is_empty());
+    faulty.set_full(false);
+    let report = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.sent, report.no_room, report.pending), (2, 0, 0));
+    assert_eq!(env.fake.calls_of("sendMessage").len(), 2);
+    assert_eq!(receipts(&env).len(), 2);
+}
+
 #[tokio::test]
 async fn message_id_zero_is_not_a_delivery() {
     let env = Env::start().await;
