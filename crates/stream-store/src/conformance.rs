@@ -343,10 +343,6 @@ pub fn reads_by_id_source_type_root_and_parent(store: &dyn Store) {
         ids(EventQuery::rooted_at(&root.id)),
         [child.id.clone(), grandchild.id.clone()]
     );
-    assert_eq!(
-        ids(EventQuery::children_of(&child.id)),
-        [grandchild.id.clone()]
-    );
     assert_eq!(ids(EventQuery::source_before(&b, 2)), [child.id.clone()]);
     assert_eq!(
         ids(EventQuery::source_before(&b, 9).limit(1)),

@@ -191,8 +191,6 @@ pub struct EventQuery {
     pub event_type: Option<String>,
     /// Only events with this root.
     pub root: Option<EventId>,
-    /// Only events with this parent.
-    pub parent: Option<EventId>,
     /// At most this many.
     pub limit: Option<usize>,
 }
@@ -228,14 +226,6 @@ impl EventQuery {
     pub fn of_type(event_type: &str) -> Self {
         Self {
             event_type: Some(event_type.to_owned()),
-            ..Self::default()
-        }
-    }
-
-    /// Events whose parent is `parent`.
-    pub fn children_of(parent: &EventId) -> Self {
-        Self {
-            parent: Some(parent.clone()),
             ..Self::default()
         }
     }

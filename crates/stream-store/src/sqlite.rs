@@ -237,10 +237,6 @@ fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, Store
         args.push(root.as_str().to_owned().into());
         sql.push_str(&format!(" AND root = ?{}", args.len()));
     }
-    if let Some(parent) = &q.parent {
-        args.push(parent.as_str().to_owned().into());
-        sql.push_str(&format!(" AND parent = ?{}", args.len()));
-    }
     sql.push_str(if q.source.is_some() {
         " ORDER BY seq"
     } else {

@@ -119,9 +119,6 @@ pub(crate) fn read_events(c: &mut Conn, q: &EventQuery) -> Result<Vec<StoredEven
     if let Some(root) = &q.root {
         arg(&mut sql, "root =", Box::new(root.as_str().to_owned()));
     }
-    if let Some(parent) = &q.parent {
-        arg(&mut sql, "parent =", Box::new(parent.as_str().to_owned()));
-    }
     sql.push_str(if q.source.is_some() {
         " ORDER BY seq"
     } else {

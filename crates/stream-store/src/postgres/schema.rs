@@ -94,6 +94,8 @@ const MIGRATIONS: &[&str] = &[
     // 2: snapshot parts may be `tsp2` (SQLite schema 5 says why); nothing
     // in the tables changes.
     "-- snapshot parts may be tsp2",
+    // 3: no query reads events by parent (SQLite schema 7).
+    "DROP INDEX events_by_parent;",
 ];
 
 /// The newest PostgreSQL schema version this build knows.
