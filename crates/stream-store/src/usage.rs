@@ -35,13 +35,14 @@ pub struct StoreUsage {
     pub other_blob_bytes: u64,
 }
 
-/// A blob in part encoding: it starts with `stream_core::parts::HEADER` or
-/// `HEADER_V1` (checked by `the_part_header_is_what_usage_recognises`). A
+/// A blob in part encoding: it starts with one of `stream_core::parts::HEADERS`
+/// (checked by `the_part_header_is_what_usage_recognises`). A
 /// photo starting so would be counted as a part: statistics only. A
 /// snapshot's text blob (`memory.md`) has no header: it is the document
 /// version's own blob, counted once, as a document; one no document holds
 /// (a message of 4 KiB or more) counts among the other blobs.
-const IS_PART: &str = "substr(bytes, 1, 4) IN (CAST('tsp2' AS BLOB), CAST('tsp1' AS BLOB))";
+const IS_PART: &str =
+    "substr(bytes, 1, 4) IN (CAST('tsp3' AS BLOB), CAST('tsp2' AS BLOB), CAST('tsp1' AS BLOB))";
 
 fn count(c: &Connection, sql: &str) -> Result<(u64, u64), StoreError> {
     c.query_row(sql, [], |r| {
@@ -146,7 +147,7 @@ impl SqliteStore {
 mod tests {
     #[test]
     fn the_part_header_is_what_usage_recognises() {
-        for header in [stream_core::parts::HEADER, stream_core::parts::HEADER_V1] {
+        for header in stream_core::parts::HEADERS {
             let header = std::str::from_utf8(header).unwrap();
             assert_eq!(
                 header.len(),

@@ -4,8 +4,9 @@
 //! `u32` count N, N references (a `u32` offset and the 32 raw bytes of a
 //! SHA-256), then the literal. Every reference is to another part.
 //!
-//! `tsp2` (written now): a count N as an unsigned LEB128 varint, N
-//! references, then the literal. A reference is a varint
+//! `tsp2` (written until the seventh round, still read, and still written
+//! for a literal holding the byte [`MARK`]): a count N as an unsigned LEB128
+//! varint, N references, then the literal. A reference is a varint
 //! `gap << 1 | kind`, `gap` its offset minus the previous reference's
 //! (the first's from 0, so offsets never decrease), then the 32 raw bytes.
 //! Kind 0 is a part; kind 1 is a text blob: raw UTF-8, inserted as its
@@ -13,15 +14,40 @@
 //! `tsp1`: an older reader meets an unknown header and refuses the part as
 //! malformed instead of misreading it, the store's usage counts parts by
 //! header, and the varint offsets save three bytes a reference.
+//!
+//! `tsp3` (written now): `tsp2` with its literal packed. Every JSON string
+//! of exactly 64 lowercase hex digits (an event id, a hash: 25 a turn) is
+//! [`MARK`] and its 32 raw bytes, half its size. Canonical JSON never holds
+//! a raw control byte, so `MARK` in a packed literal is always a packed id;
+//! reference offsets count the unpacked literal. The packing is a
+//! bijection checked on read (a literal that packs differently is
+//! malformed), so equal values still make equal parts.
+
+use std::borrow::Cow;
 
 use crate::ids::Sha256Hex;
 
-/// Every part written now starts with these bytes (a store recognises its
-/// parts by them, with a document version's blob set apart).
-pub const HEADER: &[u8] = b"tsp2";
+/// Every part written now starts with these bytes.
+pub const HEADER: &[u8] = b"tsp3";
 
-/// The header of parts written before [`HEADER`]; still read.
+/// The header of parts written before [`HEADER`] (and of one whose literal
+/// holds [`MARK`]); still read.
+pub const HEADER_V2: &[u8] = b"tsp2";
+
+/// The header of the first parts; still read.
 pub const HEADER_V1: &[u8] = b"tsp1";
+
+/// Every header a part may start with, newest first: a store recognises its
+/// parts by them, with a document version's blob set apart.
+pub const HEADERS: [&[u8]; 3] = [HEADER, HEADER_V2, HEADER_V1];
+
+/// In a `tsp3` literal: the next 32 bytes are an id, unpacked to
+/// `"` + their 64 lowercase hex digits + `"`.
+pub const MARK: u8 = 0x01;
+
+/// An id's quoted hex spelling, and its packed form.
+const QUOTED_ID: usize = 66;
+const PACKED_ID: usize = 33;
 
 const SHA_BYTES: usize = 32;
 const V1_REF_BYTES: usize = 4 + SHA_BYTES;
@@ -90,8 +116,9 @@ fn tag(gap: usize, kind: Kind) -> usize {
         }
 }
 
-/// The length of [`encode`]'s output.
-pub(crate) fn encoded_len(refs: &[Ref], literal_len: usize) -> usize {
+/// The length of a part as `tsp2` writes it, its literal unpacked: run
+/// bounds are measured on it, so packing ids never moves a run's end.
+pub(crate) fn unpacked_len(refs: &[Ref], literal_len: usize) -> usize {
     let mut prev = 0;
     let mut len = HEADER.len() + varint_len(refs.len()) + literal_len;
     for r in refs {
@@ -101,10 +128,13 @@ pub(crate) fn encoded_len(refs: &[Ref], literal_len: usize) -> usize {
     len
 }
 
-/// A part's bytes; `refs` are in literal order.
+/// A part's bytes; `refs` are in literal order, at offsets of `literal`.
+/// `tsp3`, or `tsp2` for a literal holding [`MARK`] (bytes that are not
+/// canonical JSON, kept whole).
 pub(crate) fn encode(refs: &[Ref], literal: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(encoded_len(refs, literal.len()));
-    out.extend_from_slice(HEADER);
+    let packable = !literal.contains(&MARK);
+    let mut out = Vec::with_capacity(unpacked_len(refs, literal.len()));
+    out.extend_from_slice(if packable { HEADER } else { HEADER_V2 });
     put_varint(&mut out, refs.len());
     let mut prev = 0;
     for r in refs {
@@ -112,24 +142,97 @@ pub(crate) fn encode(refs: &[Ref], literal: &[u8]) -> Vec<u8> {
         prev = r.at;
         out.extend_from_slice(&raw(&r.sha));
     }
-    out.extend_from_slice(literal);
+    if packable {
+        pack(literal, &mut out);
+    } else {
+        out.extend_from_slice(literal);
+    }
     out
 }
 
-/// A parsed part: its references, and where its literal starts. `None`
-/// when it does not parse (either header), or a reference falls outside
-/// the literal.
-pub(crate) fn parse(bytes: &[u8]) -> Option<(Vec<Ref>, usize)> {
-    let (refs, start) = if let Some(rest) = bytes.strip_prefix(HEADER) {
-        parse_v2(rest)?
+/// Whether `at` starts a quoted id: `"`, 64 lowercase hex digits, `"`.
+fn quoted_id(literal: &[u8], at: usize) -> Option<&[u8]> {
+    let quoted = literal.get(at..at + QUOTED_ID)?;
+    let digits = &quoted[1..QUOTED_ID - 1];
+    let is_id = quoted[0] == b'"'
+        && quoted[QUOTED_ID - 1] == b'"'
+        && digits
+            .iter()
+            .all(|d| matches!(d, b'0'..=b'9' | b'a'..=b'f'));
+    is_id.then_some(digits)
+}
+
+/// Appends `literal` with every quoted id packed, left to right.
+fn pack(literal: &[u8], out: &mut Vec<u8>) {
+    let mut rest = literal;
+    while let Some(quote) = rest.iter().position(|b| *b == b'"') {
+        out.extend_from_slice(&rest[..quote]);
+        rest = &rest[quote..];
+        if let Some(digits) = quoted_id(rest, 0) {
+            out.push(MARK);
+            let mut id = [0u8; 32];
+            // Checked by `quoted_id`: 64 lowercase hex digits.
+            let _ = hex::decode_to_slice(digits, &mut id);
+            out.extend_from_slice(&id);
+            rest = &rest[QUOTED_ID..];
+        } else {
+            out.push(b'"');
+            rest = &rest[1..];
+        }
+    }
+    out.extend_from_slice(rest);
+}
+
+/// The unpacked literal, or `None` when a mark is cut short or the literal
+/// is not the one [`pack`] makes of its unpacked form: that is, when a
+/// quoted id starts in a run of unpacked bytes (the next id's opening
+/// quote may close it), which `pack` would have packed.
+fn unpack(packed: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(packed.len() * 2);
+    let mut rest = packed;
+    loop {
+        let mark = rest.iter().position(|b| *b == MARK);
+        let run = &rest[..mark.unwrap_or(rest.len())];
+        let start = out.len();
+        out.extend_from_slice(run);
+        if let Some(mark) = mark {
+            let id = rest.get(mark + 1..mark + PACKED_ID)?;
+            let mut digits = [0u8; QUOTED_ID - 2];
+            hex::encode_to_slice(id, &mut digits).ok()?;
+            out.push(b'"');
+            out.extend_from_slice(&digits);
+            out.push(b'"');
+            rest = &rest[mark + PACKED_ID..];
+        }
+        let unpacked_id_in_run =
+            (start..start + run.len()).any(|at| out[at] == b'"' && quoted_id(&out, at).is_some());
+        if unpacked_id_in_run {
+            return None;
+        }
+        if mark.is_none() {
+            return Some(out);
+        }
+    }
+}
+
+/// A parsed part: its references, and its literal (unpacked). `None` when
+/// it does not parse (any header), or a reference falls outside the
+/// literal.
+pub(crate) fn parse(bytes: &[u8]) -> Option<(Vec<Ref>, Cow<'_, [u8]>)> {
+    let (refs, literal) = if let Some(rest) = bytes.strip_prefix(HEADER) {
+        let (refs, start) = parse_v2(rest)?;
+        (refs, Cow::Owned(unpack(&rest[start..])?))
+    } else if let Some(rest) = bytes.strip_prefix(HEADER_V2) {
+        let (refs, start) = parse_v2(rest)?;
+        (refs, Cow::Borrowed(&rest[start..]))
     } else {
-        parse_v1(bytes.strip_prefix(HEADER_V1)?)?
+        let rest = bytes.strip_prefix(HEADER_V1)?;
+        let (refs, start) = parse_v1(rest)?;
+        (refs, Cow::Borrowed(&rest[start..]))
     };
-    let start = start + HEADER.len();
-    let literal_len = bytes.len() - start;
     let ordered = refs.windows(2).all(|w| w[0].at <= w[1].at);
-    let inside = refs.last().is_none_or(|r| r.at <= literal_len);
-    (ordered && inside).then_some((refs, start))
+    let inside = refs.last().is_none_or(|r| r.at <= literal.len());
+    (ordered && inside).then_some((refs, literal))
 }
 
 fn digest(bytes: &[u8]) -> Option<Sha256Hex> {
@@ -193,10 +296,8 @@ mod tests {
         assert_eq!(get_varint(&[0x80; 6], &mut pos), None);
     }
 
-    #[test]
-    fn a_tsp2_part_round_trips_both_kinds() {
-        let sha = crate::canon::sha256(b"x");
-        let refs = vec![
+    fn refs_of(sha: &Sha256Hex) -> Vec<Ref> {
+        vec![
             Ref {
                 at: 1,
                 sha: sha.clone(),
@@ -204,16 +305,103 @@ mod tests {
             },
             Ref {
                 at: 300,
-                sha,
+                sha: sha.clone(),
                 kind: Kind::Part,
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn a_part_round_trips_both_kinds_of_reference() {
+        let sha = crate::canon::sha256(b"x");
+        let refs = refs_of(&sha);
         let literal = vec![b'a'; 300];
         let bytes = encode(&refs, &literal);
-        assert_eq!(bytes.len(), encoded_len(&refs, literal.len()));
-        let (parsed, start) = parse(&bytes).unwrap();
-        assert_eq!((parsed, &bytes[start..]), (refs, &literal[..]));
+        assert!(bytes.starts_with(HEADER));
+        assert_eq!(bytes.len(), unpacked_len(&refs, literal.len()));
+        let (parsed, got) = parse(&bytes).unwrap();
+        assert_eq!((parsed, &got[..]), (refs, &literal[..]));
         // A reference past the literal's end does not parse.
         assert!(parse(&bytes[..bytes.len() - 1]).is_none());
+    }
+
+    #[test]
+    fn quoted_ids_are_packed_to_half_and_unpack_byte_exact() {
+        let id = crate::canon::sha256(b"id").to_string();
+        let upper = id.to_uppercase();
+        // Ids as values, an id after an escaped quote inside a string, an
+        // uppercase one and a 63-digit one (neither is packed).
+        let literal = format!(
+            r#"{{"a":"{id}","b":["{id}","{id}"],"c":"x"{id}","d":"{upper}","e":"{}"}}"#,
+            &id[1..]
+        )
+        .into_bytes();
+        let sha = crate::canon::sha256(b"x");
+        let refs = vec![Ref {
+            at: literal.len(),
+            sha,
+            kind: Kind::Part,
+        }];
+        let bytes = encode(&refs, &literal);
+        assert!(bytes.starts_with(HEADER));
+        let saved = (QUOTED_ID - PACKED_ID) * 4;
+        assert_eq!(bytes.len(), unpacked_len(&refs, literal.len()) - saved);
+        let (parsed, got) = parse(&bytes).unwrap();
+        assert_eq!((parsed, got.into_owned()), (refs, literal));
+    }
+
+    #[test]
+    fn a_literal_holding_the_mark_is_written_as_tsp2() {
+        let literal = [b'"', MARK, b'"'];
+        let bytes = encode(&[], &literal);
+        assert!(bytes.starts_with(HEADER_V2));
+        assert_eq!(&parse(&bytes).unwrap().1[..], &literal[..]);
+    }
+
+    #[test]
+    fn a_packing_that_is_cut_short_or_not_the_canonical_one_is_malformed() {
+        let id = crate::canon::sha256(b"id").to_string();
+        let packed = encode(&[], format!("[\"{id}\"]").as_bytes());
+        assert!(parse(&packed).is_some());
+        // The mark's id cut short.
+        assert!(parse(&packed[..packed.len() - 2]).is_none());
+        // A quoted id closed by the next packed id's opening quote: `pack`
+        // would have packed the first, leaving the second unpacked.
+        let mut closed = HEADER.to_vec();
+        closed.push(0);
+        closed.extend_from_slice(format!("\"{id}").as_bytes());
+        closed.push(MARK);
+        closed.extend_from_slice(&raw(&crate::canon::sha256(b"id")));
+        assert!(parse(&closed).is_none());
+        // The same literal stored unpacked under the packed header.
+        let mut unpacked = HEADER.to_vec();
+        unpacked.push(0);
+        unpacked.extend_from_slice(format!("[\"{id}\"]").as_bytes());
+        assert!(parse(&unpacked).is_none());
+    }
+
+    proptest::proptest! {
+        /// Any literal without the mark, built from quotes, hex digits and
+        /// a few other bytes (ids, near-ids, ids back to back): packing
+        /// round-trips it, and repacking the unpacked form gives the same
+        /// bytes, so `parse` accepts exactly what `pack` writes.
+        #[test]
+        fn packing_round_trips_any_literal(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("\"".to_owned()),
+                    "[0-9a-f]{64}",
+                    "[0-9a-f]{1,66}",
+                    "[A-F\\\\x,:\\[\\]{}]{1,3}",
+                ],
+                0..12,
+            )
+        ) {
+            let literal = pieces.concat().into_bytes();
+            let bytes = encode(&[], &literal);
+            proptest::prop_assert!(bytes.starts_with(HEADER));
+            let (_, got) = parse(&bytes).unwrap();
+            proptest::prop_assert_eq!(&got[..], &literal[..]);
+        }
     }
 }

@@ -20,12 +20,8 @@ pub enum PartCheck {
 
 /// A fetched blob, as the references to it read it.
 enum Entry {
-    /// A part: its references and its bytes, the literal from `start`.
-    Part {
-        refs: Vec<Ref>,
-        bytes: Vec<u8>,
-        start: usize,
-    },
+    /// A part: its references and its literal, unpacked.
+    Part { refs: Vec<Ref>, literal: Vec<u8> },
     /// A text blob, already encoded as its canonical JSON string.
     Text(Vec<u8>),
 }
@@ -81,7 +77,7 @@ pub fn join_levels<E>(
             let malformed = || JoinError::Malformed(sha.clone());
             let entry = match wanted.get(&sha) {
                 Some(Kind::Part) | None => {
-                    let (refs, start) = parse(&bytes).ok_or_else(malformed)?;
+                    let (refs, literal) = parse(&bytes).ok_or_else(malformed)?;
                     for r in &refs {
                         match wanted.get(&r.sha) {
                             Some(kind) if *kind == r.kind => {}
@@ -92,7 +88,10 @@ pub fn join_levels<E>(
                             }
                         }
                     }
-                    Entry::Part { refs, bytes, start }
+                    Entry::Part {
+                        refs,
+                        literal: literal.into_owned(),
+                    }
                 }
                 Some(Kind::Text) => {
                     let text = std::str::from_utf8(&bytes).map_err(|_| malformed())?;
@@ -100,7 +99,7 @@ pub fn join_levels<E>(
                 }
             };
             literal_bytes = literal_bytes.saturating_add(match &entry {
-                Entry::Part { bytes, start, .. } => bytes.len() - start,
+                Entry::Part { literal, .. } => literal.len(),
                 Entry::Text(encoded) => encoded.len(),
             });
             if literal_bytes > max_bytes {
@@ -139,8 +138,7 @@ fn assemble<E>(
         .ok_or_else(|| JoinError::Missing(sha.clone()))?
     {
         Entry::Text(encoded) => out.extend_from_slice(encoded),
-        Entry::Part { refs, bytes, start } => {
-            let literal = &bytes[*start..];
+        Entry::Part { refs, literal } => {
             let mut done = 0;
             for r in refs {
                 out.extend_from_slice(&literal[done..r.at]);

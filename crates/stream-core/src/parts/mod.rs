@@ -8,8 +8,9 @@
 //! string at least [`MIN_TEXT_BYTES`] long (`memory.md`) is stored as its
 //! raw UTF-8 under the SHA-256 of that text, which is the key of the
 //! document version holding the same text: the store keeps it once. A part
-//! is a literal with references inserted at offsets (`format` has its
-//! bytes, `tsp2`, and the older `tsp1` it still reads). Equal values make
+//! is a literal with references inserted at offsets, the ids in its literal
+//! packed to their raw bytes (`format` has its bytes, `tsp3`, and the older
+//! `tsp2` and `tsp1` it still reads). Equal values make
 //! equal parts, so documents sharing a value share its part. Parts (text
 //! blobs aside) stay small enough (about 1 KiB) to live inside an SQLite
 //! page.
@@ -22,14 +23,14 @@
 mod format;
 mod join;
 
-pub use format::{HEADER, HEADER_V1};
+pub use format::{HEADER, HEADER_V1, HEADER_V2, HEADERS};
 pub use join::{PartCheck, join, join_levels};
 
 use serde_json::Value;
 
 use crate::canon::{CanonError, sha256, to_canonical_bytes};
 use crate::ids::Sha256Hex;
-use format::{Kind, Ref, encode, encoded_len};
+use format::{Kind, Ref, encode, unpacked_len};
 
 /// Values at least this long (canonical bytes) become their own part.
 pub const MIN_PART_BYTES: usize = 192;
@@ -119,9 +120,10 @@ impl Node {
         self.lone_ref || self.len >= MIN_PART_BYTES
     }
 
-    /// Bytes of this node's own part encoding.
-    fn encoded_len(&self) -> usize {
-        encoded_len(&self.refs, self.literal.len())
+    /// Bytes of this node's own part, its ids unpacked (what run bounds
+    /// measure).
+    fn unpacked_len(&self) -> usize {
+        unpacked_len(&self.refs, self.literal.len())
     }
 
     fn child(&mut self, child: Node, parts: &mut Parts) {
@@ -225,7 +227,7 @@ fn chunk(children: Vec<Node>, parts: &mut Parts) -> Vec<Node> {
         }
         let end = ends_run(&child, bounds);
         run.child(child, parts);
-        let size = run.encoded_len();
+        let size = run.unpacked_len();
         if i == last || size >= bounds.max || (size >= bounds.min && end) {
             out.push(std::mem::replace(&mut run, Node::empty()));
         }
@@ -567,6 +569,52 @@ mod tests {
         assert_eq!(rejoin(&split), b"{\"m\":\"zz\"}");
     }
 
+    /// A `tsp2` part as the builds before `tsp3` wrote it: its literal as is.
+    fn v2_part(refs: &[(usize, &Sha256Hex)], literal: &[u8]) -> Vec<u8> {
+        let mut out = HEADER_V2.to_vec();
+        out.push(u8::try_from(refs.len()).unwrap());
+        let mut prev = 0;
+        for (at, sha) in refs {
+            out.push(u8::try_from((at - prev) << 1).unwrap());
+            prev = *at;
+            out.extend_from_slice(&raw(sha));
+        }
+        out.extend_from_slice(literal);
+        out
+    }
+
+    #[test]
+    fn tsp2_parts_with_quoted_ids_still_join() {
+        let id = sha256(b"id").to_string();
+        let child = v2_part(&[], format!("\"{id}\"").as_bytes());
+        let child_sha = sha256(&child);
+        let root = v2_part(
+            &[(5, &child_sha)],
+            format!("{{\"m\":,\"n\":\"{id}\"}}").as_bytes(),
+        );
+        let root_sha = sha256(&root);
+        let split = Split {
+            root: root_sha,
+            parts: vec![(sha256(&root), root), (child_sha, child)],
+        };
+        assert_eq!(
+            rejoin(&split),
+            format!("{{\"m\":\"{id}\",\"n\":\"{id}\"}}").into_bytes()
+        );
+    }
+
+    #[test]
+    fn the_ids_of_a_split_document_are_stored_packed() {
+        let ids: Vec<String> = (0..40u8).map(|i| sha256(&[i]).to_string()).collect();
+        let bytes = to_canonical_bytes(&serde_json::json!({"ids": ids})).unwrap();
+        let split = split(&bytes);
+        assert_eq!(rejoin(&split), bytes);
+        let stored: usize = split.parts.iter().map(|(_, p)| p.len()).sum();
+        assert!(split.parts.iter().all(|(_, p)| p.starts_with(HEADER)));
+        // 40 ids of 66 bytes quoted, 33 packed, beside a few references.
+        assert!(stored < 40 * 33 + 600, "{stored} bytes stored");
+    }
+
     fn memory_doc(text: &str) -> Vec<u8> {
         to_canonical_bytes(&serde_json::json!({"memory": {"text": text, "v": 1}, "n": [1, 2]}))
             .unwrap()
@@ -639,9 +687,9 @@ mod tests {
     fn a_hash_referenced_as_part_and_as_text_is_malformed() {
         // A root whose literal is referenced both ways (only unchecked bytes
         // or a crafted store can).
-        let child = b"tsp2\x00\"t\"".to_vec();
+        let child = b"tsp3\x00\"t\"".to_vec();
         let child_sha = sha256(&child);
-        let mut root = b"tsp2\x02".to_vec();
+        let mut root = b"tsp3\x02".to_vec();
         root.push(0); // at 0, a part
         root.extend_from_slice(&raw(&child_sha));
         root.push(3); // at 1, a text
@@ -677,9 +725,9 @@ mod tests {
                 .map(|(_, bytes)| bytes.len())
                 .sum::<usize>();
             for (_, part) in &b.parts {
-                let (refs, start) = format::parse(part).unwrap();
+                let (refs, literal) = format::parse(part).unwrap();
                 assert!(
-                    refs.len() != 1 || start != part.len(),
+                    refs.len() != 1 || !literal.is_empty(),
                     "a part of one lone reference"
                 );
             }

@@ -96,6 +96,8 @@ const MIGRATIONS: &[&str] = &[
     "-- snapshot parts may be tsp2",
     // 3: no query reads events by parent (SQLite schema 7).
     "DROP INDEX events_by_parent;",
+    // 4: snapshot parts may be `tsp3` (SQLite schema 8).
+    "-- snapshot parts may be tsp3",
 ];
 
 /// The newest PostgreSQL schema version this build knows.

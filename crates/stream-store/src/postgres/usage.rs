@@ -5,13 +5,13 @@ use super::read::query;
 use super::{PostgresStore, backend};
 use crate::{StoreError, StoreUsage};
 
-/// As SQLite's usage: a part is a blob starting with
-/// `stream_core::parts::HEADER` or `HEADER_V1`, unless a document version
+/// As SQLite's usage: a part is a blob starting with one of
+/// `stream_core::parts::HEADERS`, unless a document version
 /// holds it (a snapshot's text blob that is a document's counts once, as a
 /// document).
 pub(crate) const USAGE: &str = "WITH kinds AS (SELECT octet_length(bytes) AS n, CASE \
         WHEN sha256 IN (SELECT sha256 FROM document_versions) THEN 'document' \
-        WHEN substr(bytes, 1, 4) IN ('tsp2'::bytea, 'tsp1'::bytea) THEN 'part' ELSE 'other' END AS kind \
+        WHEN substr(bytes, 1, 4) IN ('tsp3'::bytea, 'tsp2'::bytea, 'tsp1'::bytea) THEN 'part' ELSE 'other' END AS kind \
         FROM blobs) \
     SELECT pg_database_size(current_database()), \
     (SELECT count(*) FROM events), \
