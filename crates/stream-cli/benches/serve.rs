@@ -3,7 +3,8 @@
 //! time from an update becoming available to its `sendMessage`, median and
 //! p90, against a floor measured in the same run (2 fsync'd SQLite commits,
 //! 1 spawn of /bin/true and 3 loopback HTTP round trips); a burst of 30
-//! messages per message; and an idle serve's CPU time and context switches
+//! messages per message; the CPU time per message of `serve` and of its
+//! sandboxed workers; and an idle serve's CPU time and context switches
 //! over 10 s, read from /proc. `cargo bench -p stream-cli --bench serve
 //! [-- TURNS]`
 //! (`SERVE_BENCH_THESTREAM=PATH` measures another build). Figures only; nothing here asserts a time.
@@ -56,11 +57,22 @@ fn on_cpu_ns(pid: u32) -> std::collections::BTreeMap<String, u64> {
     out
 }
 
-fn usage(pid: u32) -> (u64, std::collections::BTreeMap<String, u64>) {
+/// CPU ticks of `pid` itself (utime + stime, exited threads included) and
+/// of its reaped children (cutime + cstime: the sandboxed workers).
+fn ticks(pid: u32) -> (u64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    (f[0] + f[1], f[2] + f[3])
+}
+
+fn usage(pid: u32) -> (u64, std::collections::BTreeMap<String, u64>) {
+    let ticks = ticks(pid).0;
     let mut switches = std::collections::BTreeMap::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let task = task.unwrap();
@@ -166,6 +178,7 @@ fn main() {
     // person reads a reply before writing again; 50 ms untimed before each.
     let mut latency = Vec::new();
     let mut paced = Vec::new();
+    let cpu_before = ticks(pid);
     for (series, pause) in [(&mut latency, None), (&mut paced, Some(50))] {
         for i in 0..turns {
             if let Some(ms) = pause {
@@ -194,6 +207,9 @@ fn main() {
     }
     wait_sends(&stack, before + 30);
     let burst = t.elapsed() / 30;
+    // The spare parked now is not reaped yet: one worker short of the series.
+    let cpu_after = ticks(pid);
+    let messages = (2 * turns + 30) as f64;
 
     std::thread::sleep(Duration::from_secs(1));
     let (ticks0, switches0) = usage(pid);
@@ -236,6 +252,11 @@ fn main() {
         "burst of 30: {:.2} ms per message ({:.1}x floor)",
         ms(burst),
         burst.as_secs_f64() / floor.as_secs_f64()
+    );
+    println!(
+        "CPU per message over the three series ({messages} messages): serve {:.2} ms, its sandboxed workers {:.2} ms (reaped children; ticks of 10 ms)",
+        (cpu_after.0 - cpu_before.0) as f64 / hz * 1e3 / messages,
+        (cpu_after.1 - cpu_before.1) as f64 / hz * 1e3 / messages,
     );
     println!(
         "idle 10 s: CPU {:.0} ms by ticks, {:.2} ms on CPU by schedstat, {:.1} context switches/s",
