@@ -24,6 +24,21 @@ fn is_hex64(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// The 32 bytes that 64 hex digits spell; every id holds 64 (checked at
+/// `parse`, made by `from_bytes`), so no digit is ever invalid here.
+fn digest_bytes(hex: &str) -> [u8; 32] {
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        _ => 0,
+    };
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
+        *byte = (nibble(pair[0]) << 4) | nibble(pair[1]);
+    }
+    out
+}
+
 macro_rules! hex_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -43,6 +58,11 @@ macro_rules! hex_id {
             /// Wraps a raw 32-byte digest.
             pub fn from_bytes(bytes: [u8; 32]) -> Self {
                 Self(hex::encode(bytes))
+            }
+
+            /// The raw 32-byte digest: the inverse of `from_bytes`.
+            pub fn to_bytes(&self) -> [u8; 32] {
+                digest_bytes(&self.0)
             }
 
             /// The 64 lowercase hex digits.
@@ -198,6 +218,18 @@ mod tests {
         assert!(EventId::parse(&"a".repeat(63)).is_err());
         assert!(EventId::parse(&"g".repeat(64)).is_err());
         assert!(serde_json::from_str::<RunId>("\"latest\"").is_err());
+    }
+
+    #[test]
+    fn raw_bytes_and_hex_convert_both_ways() {
+        let raw: [u8; 32] = std::array::from_fn(|i| (i as u8).wrapping_mul(37));
+        let id = Sha256Hex::from_bytes(raw);
+        assert_eq!(id.to_bytes(), raw);
+        let parsed = Sha256Hex::parse(&"0f".repeat(32)).unwrap();
+        assert_eq!(parsed.to_bytes(), [0x0f; 32]);
+        assert_eq!(Sha256Hex::from_bytes(parsed.to_bytes()), parsed);
+        let digest = crate::canon::sha256(b"abc");
+        assert_eq!(digest.as_str(), hex::encode(digest.to_bytes()));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use stream_core::{
 };
 
 use crate::migrate::{Budget, check_identity, migrate};
-use crate::sqlite_parts::{put_snapshot, read_snapshot};
+use crate::sqlite_parts::{KeyForm, put_snapshot, read_snapshot};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
     Tx, VersionRow,
@@ -135,6 +135,12 @@ fn invalid(what: &str) -> StoreError {
     StoreError::InvalidRow {
         what: what.to_owned(),
     }
+}
+
+/// A blob key as stored (32 raw bytes since the binary-key rebuild) back
+/// as the hex the API speaks; `None` for any other length.
+pub(crate) fn digest(raw: &[u8]) -> Option<Sha256Hex> {
+    <[u8; 32]>::try_from(raw).ok().map(Sha256Hex::from_bytes)
 }
 
 fn parse_id<T: std::str::FromStr>(s: &str, what: &str) -> Result<T, StoreError> {
@@ -414,8 +420,10 @@ fn read_documents(c: &Connection, source: &SourceName) -> Result<Vec<DocumentRow
     rows.into_iter().map(decode_doc).collect()
 }
 
+type RawVersion = (String, String, Vec<u8>, i64, String, Option<String>);
+
 fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, StoreError> {
-    let row: Option<(String, String, String, i64, String, Option<String>)> = cached_row(
+    let row: Option<RawVersion> = cached_row(
         c,
         "SELECT version_id, doc_id, sha256, size, content_type, prev_version \
              FROM document_versions WHERE version_id = ?1",
@@ -429,7 +437,7 @@ fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, St
         Ok(VersionRow {
             id: parse_id(&id, what)?,
             document_id: parse_id(&doc, what)?,
-            sha256: parse_id(&sha, what)?,
+            sha256: digest(&sha).ok_or_else(|| invalid(what))?,
             size: u64::try_from(size).map_err(|_| invalid(what))?,
             content_type,
             previous_version: prev.as_deref().map(|s| parse_id(s, what)).transpose()?,
@@ -440,7 +448,7 @@ fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, St
 
 pub(crate) fn read_blob(c: &Connection, sha: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
     c.prepare_cached("SELECT bytes FROM blobs WHERE sha256 = ?1")
-        .and_then(|mut s| s.query_row([sha.as_str()], |r| r.get(0)).optional())
+        .and_then(|mut s| s.query_row([sha.to_bytes()], |r| r.get(0)).optional())
         .map_err(backend)
 }
 
@@ -598,14 +606,14 @@ impl Tx for SqliteTx<'_> {
         cached_execute(
             &self.conn,
             "INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)",
-            params![sha.as_str(), bytes],
+            params![sha.to_bytes(), bytes],
         )
         .map_err(backend)?;
         Ok(sha)
     }
 
     fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
-        put_snapshot(&self.conn, id, bytes)
+        put_snapshot(&self.conn, id, bytes, KeyForm::Raw)
     }
 
     fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError> {
@@ -701,7 +709,7 @@ impl Tx for SqliteTx<'_> {
                 params![
                     version.id.as_str(),
                     version.document_id.as_str(),
-                    version.sha256.as_str(),
+                    version.sha256.to_bytes(),
                     to_i64(version.size)?,
                     version.content_type,
                     version.previous_version.as_ref().map(VersionId::as_str),

@@ -2,12 +2,30 @@
 //! `blobs` (recognised by their header, schema 4), `snapshots` mapping an id
 //! to its root.
 
+use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
 use stream_core::{Sha256Hex, SnapshotId};
 
 use crate::StoreError;
 use crate::parts::{check_snapshot, join_snapshot, split_snapshot};
-use crate::sqlite::{backend, read_blob};
+use crate::sqlite::{backend, digest, read_blob};
+
+/// How blob keys are written: 64 hex digits before the binary-key rebuild
+/// (schema 1's rewrite into parts runs there), 32 raw bytes since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyForm {
+    Hex,
+    Raw,
+}
+
+impl KeyForm {
+    fn key(self, sha: &Sha256Hex) -> Value {
+        match self {
+            Self::Hex => Value::Text(sha.as_str().to_owned()),
+            Self::Raw => Value::Blob(sha.to_bytes().to_vec()),
+        }
+    }
+}
 
 /// Stores `bytes` as the parts of snapshot `id`; a snapshot already stored
 /// is left as it is. Refuses bytes that do not hash to `id`.
@@ -15,29 +33,44 @@ pub(crate) fn put_snapshot(
     c: &Connection,
     id: &SnapshotId,
     bytes: &[u8],
+    form: KeyForm,
 ) -> Result<(), StoreError> {
     check_snapshot(id, bytes)?;
-    if snapshot_root(c, id)?.is_some() {
+    let stored = c
+        .prepare_cached("SELECT 1 FROM snapshots WHERE id = ?1")
+        .and_then(|mut s| s.exists([id.as_str()]))
+        .map_err(backend)?;
+    if stored {
         return Ok(());
     }
     let split = split_snapshot(bytes);
     for (sha, part) in &split.parts {
         c.prepare_cached("INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)")
-            .and_then(|mut s| s.execute(params![sha.as_str(), part]))
+            .and_then(|mut s| s.execute(params![form.key(sha), part]))
             .map_err(backend)?;
     }
     c.execute(
         "INSERT INTO snapshots (id, root) VALUES (?1, ?2)",
-        [id.as_str(), split.root.as_str()],
+        params![id.as_str(), form.key(&split.root)],
     )
     .map_err(backend)?;
     Ok(())
 }
 
+/// The root of snapshot `id`, as hex.
 fn snapshot_root(c: &Connection, id: &SnapshotId) -> Result<Option<String>, StoreError> {
-    c.prepare_cached("SELECT root FROM snapshots WHERE id = ?1")
+    let root: Option<Vec<u8>> = c
+        .prepare_cached("SELECT root FROM snapshots WHERE id = ?1")
         .and_then(|mut s| s.query_row([id.as_str()], |r| r.get(0)).optional())
-        .map_err(backend)
+        .map_err(backend)?;
+    root.map(|raw| {
+        digest(&raw)
+            .map(|root| root.as_str().to_owned())
+            .ok_or_else(|| StoreError::InvalidRow {
+                what: format!("snapshot {id}"),
+            })
+    })
+    .transpose()
 }
 
 /// The bytes of snapshot `id`, reassembled from its parts and checked (see
@@ -57,14 +90,15 @@ pub(crate) fn read_snapshot(
     join_snapshot(id, &root, |level| read_level(c, level)).map(Some)
 }
 
-/// The bytes of each blob in `level`, in its order: one query.
+/// The bytes of each blob in `level`, in its order: one query, each hex key
+/// turned raw inside it so the lookup still seeks the key's index.
 fn read_level(c: &Connection, level: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
     let keys = serde_json::to_string(&level.iter().map(Sha256Hex::as_str).collect::<Vec<_>>())
         .map_err(|e| StoreError::Backend(e.to_string()))?;
     let mut out = vec![None; level.len()];
     let mut stmt = c
         .prepare_cached(
-            "SELECT k.key, b.bytes FROM json_each(?1) k JOIN blobs b ON b.sha256 = k.value",
+            "SELECT k.key, b.bytes FROM json_each(?1) k JOIN blobs b ON b.sha256 = unhex(k.value)",
         )
         .map_err(backend)?;
     let mut rows = stmt.query([keys]).map_err(backend)?;

@@ -81,7 +81,8 @@ fn memory_blob(store: &SqliteStore) -> String {
     let conn = rusqlite::Connection::open(store.path()).unwrap();
     let mut stmt = conn
         .prepare(
-            "SELECT sha256 FROM blobs WHERE instr(bytes, CAST('canary-memory-line' AS BLOB)) > 0",
+            "SELECT lower(hex(sha256)) FROM blobs \
+             WHERE instr(bytes, CAST('canary-memory-line' AS BLOB)) > 0",
         )
         .unwrap();
     let holding: Vec<String> = stmt
@@ -90,7 +91,11 @@ fn memory_blob(store: &SqliteStore) -> String {
         .map(|r| r.unwrap())
         .collect();
     let version: String = conn
-        .query_row("SELECT sha256 FROM document_versions", [], |r| r.get(0))
+        .query_row(
+            "SELECT lower(hex(sha256)) FROM document_versions",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(holding, [version.clone()], "one copy of the memory text");
     version
@@ -137,15 +142,15 @@ fn a_snapshot_over_a_64_kib_memory_stores_no_second_copy() {
 #[test]
 fn a_deleted_or_altered_part_is_refused_on_retry() {
     for (sql, why) in [
-        ("DELETE FROM blobs WHERE sha256 = ?1", "part missing"),
+        ("DELETE FROM blobs WHERE sha256 = unhex(?1)", "part missing"),
         (
             "UPDATE blobs SET bytes = CAST(replace(CAST(bytes AS TEXT), 'canary', 'CANARY') AS BLOB) \
-             WHERE sha256 = ?1",
+             WHERE sha256 = unhex(?1)",
             "part altered",
         ),
         // No longer UTF-8: still named as altered (its hash is checked first).
         (
-            "UPDATE blobs SET bytes = CAST(x'ff' || bytes AS BLOB) WHERE sha256 = ?1",
+            "UPDATE blobs SET bytes = CAST(x'ff' || bytes AS BLOB) WHERE sha256 = unhex(?1)",
             "part altered",
         ),
     ] {

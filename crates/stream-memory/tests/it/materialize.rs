@@ -375,7 +375,7 @@ fn rows() -> Vec<Row> {
                 let d = accept_world_memory(mem);
                 base_sql(
                     mem,
-                    "UPDATE blobs SET bytes = CAST('---\nid: memory-1\n---\n# Mem0ry\n' AS BLOB) WHERE sha256 = ?1",
+                    "UPDATE blobs SET bytes = CAST('---\nid: memory-1\n---\n# Mem0ry\n' AS BLOB) WHERE sha256 = unhex(?1)",
                 );
                 d
             },
@@ -387,7 +387,7 @@ fn rows() -> Vec<Row> {
                 let d = accept_world_memory(mem);
                 base_sql(
                     mem,
-                    "UPDATE document_versions SET size = size + 1 WHERE sha256 = ?1",
+                    "UPDATE document_versions SET size = size + 1 WHERE sha256 = unhex(?1)",
                 );
                 d
             },
@@ -399,7 +399,7 @@ fn rows() -> Vec<Row> {
                 let d = accept_world_memory(mem);
                 base_sql(
                     mem,
-                    "UPDATE document_versions SET content_type = 'text/plain' WHERE sha256 = ?1",
+                    "UPDATE document_versions SET content_type = 'text/plain' WHERE sha256 = unhex(?1)",
                 );
                 d
             },

@@ -54,9 +54,85 @@ fn user_version(path: &Path) -> u32 {
         .unwrap()
 }
 
+/// Every key column that names a blob: (table, column).
+const BLOB_KEYS: [(&str, &str); 3] = [
+    ("blobs", "sha256"),
+    ("snapshots", "root"),
+    ("document_versions", "sha256"),
+];
+
+/// Since the binary-key rebuild every blob key and every reference to one
+/// is 32 raw bytes, and every reference resolves.
+fn assert_raw_keys(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    for (table, column) in BLOB_KEYS {
+        let (rows, other): (i64, i64) = conn
+            .query_row(
+                &format!(
+                    "SELECT count(*), count(*) FILTER (WHERE typeof({column}) != 'blob' \
+                     OR length({column}) != 32) FROM {table}"
+                ),
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert!(rows > 0, "{table} holds rows to check");
+        assert_eq!(other, 0, "{table}.{column}: keys not 32 raw bytes");
+    }
+    assert_no_dangling_reference(&conn);
+}
+
+fn assert_no_dangling_reference(conn: &Connection) {
+    let dangling = conn
+        .prepare("PRAGMA foreign_key_check")
+        .unwrap()
+        .query([])
+        .unwrap()
+        .next()
+        .unwrap()
+        .is_some();
+    assert!(!dangling);
+}
+
+/// Each blob's key (as lowercase hex) with its bytes, and each reference
+/// to a blob as (table, row, key), sorted: read with plain SQL so that a
+/// store with hex keys and one with raw keys compare.
+type Contents = (Vec<(String, Vec<u8>)>, Vec<(String, String, String)>);
+
+fn contents(path: &Path) -> Contents {
+    let conn = Connection::open(path).unwrap();
+    // `lower(hex(x))` of a hex text key is not that key: read it as is.
+    let key = |c: &str| format!("CASE typeof({c}) WHEN 'blob' THEN lower(hex({c})) ELSE {c} END");
+    let blobs = conn
+        .prepare(&format!(
+            "SELECT {}, bytes FROM blobs ORDER BY 1",
+            key("sha256")
+        ))
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let references = conn
+        .prepare(&format!(
+            "SELECT 'snapshots', id, {} FROM snapshots \
+             UNION ALL SELECT 'document_versions', version_id, {} FROM document_versions \
+             ORDER BY 1, 2",
+            key("root"),
+            key("sha256")
+        ))
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    (blobs, references)
+}
+
 fn assert_migrated(path: &Path, before: &[(SnapshotId, Vec<u8>)]) {
     let store = SqliteStore::open(path).unwrap();
     assert_eq!(user_version(path), SCHEMA_VERSION);
+    assert_raw_keys(path);
     for (id, bytes) in before {
         let joined = store.snapshot(id).unwrap().unwrap();
         assert_eq!(&joined, bytes, "reassembled byte-exact");
@@ -205,15 +281,7 @@ fn the_rebuilt_blob_table_keeps_every_row_and_every_reference() {
         )
         .unwrap();
     assert!(!sql.contains("WITHOUT ROWID"), "{sql}");
-    let dangling = conn
-        .prepare("PRAGMA foreign_key_check")
-        .unwrap()
-        .query([])
-        .unwrap()
-        .next()
-        .unwrap()
-        .is_some();
-    assert!(!dangling);
+    assert_no_dangling_reference(&conn);
     for referenced in [
         "SELECT sha256 FROM document_versions LIMIT 1",
         "SELECT root FROM snapshots LIMIT 1",
@@ -234,4 +302,67 @@ fn the_rebuilt_blob_table_keeps_every_row_and_every_reference() {
         )
         .unwrap();
     assert_eq!(by_parent, 0);
+}
+
+/// The binary-key rebuild keeps every blob under the same key (now its raw
+/// bytes) with the same bytes, and every reference to one.
+#[test]
+fn the_binary_key_rebuild_keeps_every_blob_and_every_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    std::fs::copy(FIXTURE_V3, &path).unwrap();
+    let before = contents(&path);
+    assert!(before.0.len() > 10 && before.1.len() > 6, "{before:?}");
+    assert!(before.0.iter().all(|(key, _)| key.len() == 64));
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(contents(&path), before);
+    assert_raw_keys(&path);
+}
+
+/// A fresh store writes raw keys too, through every write that names a
+/// blob (a blob, a document version, a snapshot's parts and root).
+#[test]
+fn a_fresh_store_keys_blobs_by_their_raw_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    stream_store::conformance::documents_versions_and_current_pointer(&store);
+    stream_store::conformance::snapshots_round_trip_through_parts(&store);
+    assert_raw_keys(&path);
+}
+
+/// The binary-key rebuild is one transaction: one that fails (a key that
+/// is not hex, as a hand edit could leave) leaves the store at the version
+/// before, untouched, and the next open does it all.
+#[test]
+fn a_failed_binary_key_rebuild_leaves_the_store_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    std::fs::copy(FIXTURE_V3, &path).unwrap();
+    let before = contents(&path);
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "INSERT INTO blobs (sha256, bytes) VALUES ('not hex', x'00')",
+            [],
+        )
+        .unwrap();
+    assert!(SqliteStore::open(&path).is_err());
+    assert_eq!(user_version(&path), SCHEMA_VERSION - 1);
+    let conn = Connection::open(&path).unwrap();
+    let text_keys: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM blobs WHERE typeof(sha256) = 'text'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(text_keys as usize, before.0.len() + 1, "no key rewritten");
+    conn.execute("DELETE FROM blobs WHERE sha256 = 'not hex'", [])
+        .unwrap();
+    assert_eq!(contents(&path), before);
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(contents(&path), before);
+    assert_raw_keys(&path);
 }

@@ -34,10 +34,13 @@ fn stored(dir: &tempfile::TempDir) -> (SqliteStore, SnapshotId, String) {
 #[test]
 fn a_deleted_or_altered_deep_part_is_named_in_the_refusal() {
     for (sql, expected) in [
-        ("DELETE FROM blobs WHERE sha256 = ?1", PartFault::Missing),
+        (
+            "DELETE FROM blobs WHERE sha256 = unhex(?1)",
+            PartFault::Missing,
+        ),
         (
             "UPDATE blobs SET bytes = CAST(replace(CAST(bytes AS TEXT), 'yyy', 'yyz') AS BLOB) \
-             WHERE sha256 = ?1",
+             WHERE sha256 = unhex(?1)",
             PartFault::Altered,
         ),
     ] {
