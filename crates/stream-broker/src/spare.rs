@@ -149,9 +149,8 @@ impl Workers {
     }
 
     /// Asks the filler for the next spare. Called when an attempt has ended,
-    /// not when it takes the spare: a spawn during the attempt competes for
-    /// the CPU and the allocator (fork holds the parent's malloc locks) on
-    /// its critical path.
+    /// not when it takes the spare: a spawn and the new worker's start-up
+    /// during the attempt compete for the CPU on its critical path.
     pub(crate) fn refill(&self) {
         if !self.shared.config.keep_spare {
             return;

@@ -12,12 +12,13 @@ pub(crate) fn errno() -> i32 {
 /// `close_range(first, ~0, flags)`: closes (or, with `CLOSE_RANGE_CLOEXEC`,
 /// marks close-on-exec) every descriptor from `first` up.
 ///
-/// Async-signal-safe: one syscall, no allocation (it runs in `pre_exec`).
+/// One syscall, no allocation.
 pub(crate) fn close_range_from(first: u32, flags: u32) -> Result<(), i32> {
     // SAFETY: close_range takes plain integers. Closing descriptors that Rust
     // objects own would be unsound only if those objects were used afterwards;
-    // the callers run it either in a freshly forked child just before exec, or
-    // at worker start-up before any descriptor above 2 is owned by anything.
+    // the parent only marks (`CLOSE_RANGE_CLOEXEC`, nothing closes), and the
+    // worker closes at start-up before any descriptor above 2 is owned by
+    // anything.
     let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, flags) };
     if rc == 0 { Ok(()) } else { Err(errno()) }
 }
