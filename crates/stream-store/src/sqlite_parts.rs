@@ -49,11 +49,9 @@ pub(crate) fn put_snapshot(
             .and_then(|mut s| s.execute(params![form.key(sha), part]))
             .map_err(backend)?;
     }
-    c.execute(
-        "INSERT INTO snapshots (id, root) VALUES (?1, ?2)",
-        params![id.as_str(), form.key(&split.root)],
-    )
-    .map_err(backend)?;
+    c.prepare_cached("INSERT INTO snapshots (id, root) VALUES (?1, ?2)")
+        .and_then(|mut s| s.execute(params![id.as_str(), form.key(&split.root)]))
+        .map_err(backend)?;
     Ok(())
 }
 
