@@ -25,17 +25,10 @@ fn is_hex64(s: &str) -> bool {
 }
 
 /// The 32 bytes that 64 hex digits spell; every id holds 64 (checked at
-/// `parse`, made by `from_bytes`), so no digit is ever invalid here.
+/// `parse`, made by `from_bytes`), so decoding cannot fail here.
 fn digest_bytes(hex: &str) -> [u8; 32] {
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => c - b'0',
-        b'a'..=b'f' => c - b'a' + 10,
-        _ => 0,
-    };
     let mut out = [0u8; 32];
-    for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
-        *byte = (nibble(pair[0]) << 4) | nibble(pair[1]);
-    }
+    let _ = hex::decode_to_slice(hex, &mut out);
     out
 }
 

@@ -69,14 +69,6 @@ pub(crate) struct Ref {
     pub kind: Kind,
 }
 
-/// The 32 bytes a hex digest spells.
-pub(crate) fn raw(sha: &Sha256Hex) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    // A `Sha256Hex` is 64 lowercase hex digits by construction.
-    let _ = hex::decode_to_slice(sha.as_str(), &mut out);
-    out
-}
-
 fn varint_len(mut n: usize) -> usize {
     let mut len = 1;
     while n >= 0x80 {
@@ -140,7 +132,7 @@ pub(crate) fn encode(refs: &[Ref], literal: &[u8]) -> Vec<u8> {
     for r in refs {
         put_varint(&mut out, tag(r.at - prev, r.kind));
         prev = r.at;
-        out.extend_from_slice(&raw(&r.sha));
+        out.extend_from_slice(&r.sha.to_bytes());
     }
     if packable {
         pack(literal, &mut out);
@@ -371,7 +363,7 @@ mod tests {
         closed.push(0);
         closed.extend_from_slice(format!("\"{id}").as_bytes());
         closed.push(MARK);
-        closed.extend_from_slice(&raw(&crate::canon::sha256(b"id")));
+        closed.extend_from_slice(&crate::canon::sha256(b"id").to_bytes());
         assert!(parse(&closed).is_none());
         // The same literal stored unpacked under the packed header.
         let mut unpacked = HEADER.to_vec();

@@ -344,7 +344,6 @@ pub fn split(bytes: &[u8]) -> Split {
 
 #[cfg(test)]
 mod tests {
-    use super::format::raw;
     use super::*;
 
     fn rejoin(split: &Split) -> Vec<u8> {
@@ -510,7 +509,7 @@ mod tests {
         let mut looping = b"tsp1".to_vec();
         looping.extend_from_slice(&1u32.to_le_bytes());
         looping.extend_from_slice(&0u32.to_le_bytes());
-        looping.extend_from_slice(&raw(&root));
+        looping.extend_from_slice(&root.to_bytes());
         looping.extend_from_slice(b"x");
         let cycle = join_levels(&root, usize::MAX, PartCheck::WholeOnly, |level| {
             Ok::<_, ()>(level.iter().map(|_| Some(looping.clone())).collect())
@@ -549,7 +548,7 @@ mod tests {
         out.extend_from_slice(&(refs.len() as u32).to_le_bytes());
         for (at, sha) in refs {
             out.extend_from_slice(&at.to_le_bytes());
-            out.extend_from_slice(&raw(sha));
+            out.extend_from_slice(&sha.to_bytes());
         }
         out.extend_from_slice(literal);
         out
@@ -577,7 +576,7 @@ mod tests {
         for (at, sha) in refs {
             out.push(u8::try_from((at - prev) << 1).unwrap());
             prev = *at;
-            out.extend_from_slice(&raw(sha));
+            out.extend_from_slice(&sha.to_bytes());
         }
         out.extend_from_slice(literal);
         out
@@ -691,9 +690,9 @@ mod tests {
         let child_sha = sha256(&child);
         let mut root = b"tsp3\x02".to_vec();
         root.push(0); // at 0, a part
-        root.extend_from_slice(&raw(&child_sha));
+        root.extend_from_slice(&child_sha.to_bytes());
         root.push(3); // at 1, a text
-        root.extend_from_slice(&raw(&child_sha));
+        root.extend_from_slice(&child_sha.to_bytes());
         root.extend_from_slice(b"[,]");
         let root_sha = sha256(&root);
         let split = Split {
