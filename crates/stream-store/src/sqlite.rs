@@ -147,21 +147,27 @@ fn parse_id<T: std::str::FromStr>(s: &str, what: &str) -> Result<T, StoreError> 
     s.parse().map_err(|_| invalid(what))
 }
 
+/// An event or run id as stored (32 raw bytes since schema 10).
+fn raw_key(raw: &[u8], what: &str) -> Result<[u8; 32], StoreError> {
+    <[u8; 32]>::try_from(raw).map_err(|_| invalid(what))
+}
+
 const EVENT_COLUMNS: &str = "id, source, seq, type, version, authorship, sensitive, root, parent, \
                              payload, payload_sha256, recorded_at";
 
+// Ids and the payload hash as their 32 raw bytes (schema 10).
 type RawEvent = (
-    String,
+    Vec<u8>,
     String,
     i64,
     String,
     i64,
     String,
     bool,
-    Option<String>,
-    Option<String>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
     Vec<u8>,
-    String,
+    Vec<u8>,
     i64,
 );
 
@@ -176,16 +182,22 @@ fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
     let what = "event";
     Ok(StoredEvent {
         event: NewEvent {
-            id: parse_id(&id, what)?,
+            id: EventId::from_bytes(raw_key(&id, what)?),
             source: SourceName::new(source).map_err(|_| invalid(what))?,
             event_type: ty,
             version: u32::try_from(version).map_err(|_| invalid(what))?,
             authorship: Authorship::parse(&authorship).ok_or_else(|| invalid(what))?,
             sensitive,
-            root: root.as_deref().map(|s| parse_id(s, what)).transpose()?,
-            parent: parent.as_deref().map(|s| parse_id(s, what)).transpose()?,
+            root: root
+                .as_deref()
+                .map(|r| raw_key(r, what).map(EventId::from_bytes))
+                .transpose()?,
+            parent: parent
+                .as_deref()
+                .map(|p| raw_key(p, what).map(EventId::from_bytes))
+                .transpose()?,
             payload,
-            payload_sha256: parse_id(&hash, what)?,
+            payload_sha256: digest(&hash).ok_or_else(|| invalid(what))?,
         },
         seq: u64::try_from(seq).map_err(|_| invalid(what))?,
         recorded_at_ms: at,
@@ -220,7 +232,7 @@ fn to_i64(n: u64) -> Result<i64, StoreError> {
 
 fn read_event(c: &Connection, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
     let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1");
-    cached_row(c, &sql, [id.as_str()], raw_event)
+    cached_row(c, &sql, [id.to_bytes()], raw_event)
         .optional()
         .map_err(backend)?
         .map(decode_event)
@@ -245,7 +257,7 @@ fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, Store
         sql.push_str(&format!(" AND type = ?{}", args.len()));
     }
     if let Some(root) = &q.root {
-        args.push(root.as_str().to_owned().into());
+        args.push(root.to_bytes().to_vec().into());
         sql.push_str(&format!(" AND root = ?{}", args.len()));
     }
     sql.push_str(if q.source.is_some() {
@@ -305,7 +317,8 @@ fn read_sources(c: &Connection) -> Result<Vec<SourceName>, StoreError> {
 const RUN_COLUMNS: &str =
     "run_id, agent_id, agent_version, trigger_event, status, attempts, snapshot_id";
 
-type RawRun = (String, String, i64, String, String, i64, Option<String>);
+// Ids as their 32 raw bytes (schema 10).
+type RawRun = (Vec<u8>, String, i64, Vec<u8>, String, i64, Option<Vec<u8>>);
 
 fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
     RawRun::try_from(r)
@@ -315,19 +328,22 @@ fn decode_run(raw: RawRun) -> Result<RunRow, StoreError> {
     let (run_id, agent_id, version, trigger, status, attempts, snapshot) = raw;
     let what = "run";
     Ok(RunRow {
-        run_id: parse_id(&run_id, what)?,
+        run_id: RunId::from_bytes(raw_key(&run_id, what)?),
         agent_id,
         agent_version: u32::try_from(version).map_err(|_| invalid(what))?,
-        trigger_event_id: parse_id(&trigger, what)?,
+        trigger_event_id: EventId::from_bytes(raw_key(&trigger, what)?),
         status: RunStatus::parse(&status).ok_or_else(|| invalid(what))?,
         attempts: u32::try_from(attempts).map_err(|_| invalid(what))?,
-        snapshot_id: snapshot.as_deref().map(|s| parse_id(s, what)).transpose()?,
+        snapshot_id: snapshot
+            .as_deref()
+            .map(|s| raw_key(s, what).map(SnapshotId::from_bytes))
+            .transpose()?,
     })
 }
 
 fn read_run(c: &Connection, id: &RunId) -> Result<Option<RunRow>, StoreError> {
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
-    cached_row(c, &sql, [id.as_str()], raw_run)
+    cached_row(c, &sql, [id.to_bytes()], raw_run)
         .optional()
         .map_err(backend)?
         .map(decode_run)
@@ -583,17 +599,17 @@ impl Tx for SqliteTx<'_> {
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
-                    event.id.as_str(),
+                    event.id.to_bytes(),
                     event.source.as_str(),
                     to_i64(seq).unwrap_or(i64::MAX),
                     event.event_type,
                     event.version,
                     event.authorship.as_str(),
                     event.sensitive,
-                    event.root.as_ref().map(EventId::as_str),
-                    event.parent.as_ref().map(EventId::as_str),
+                    event.root.as_ref().map(EventId::to_bytes),
+                    event.parent.as_ref().map(EventId::to_bytes),
                     event.payload,
-                    event.payload_sha256.as_str(),
+                    event.payload_sha256.to_bytes(),
                     now_ms(),
                 ])
             })
@@ -623,13 +639,13 @@ impl Tx for SqliteTx<'_> {
                  ON CONFLICT (run_id) DO UPDATE SET agent_id = ?2, agent_version = ?3, \
                  trigger_event = ?4, status = ?5, attempts = ?6, snapshot_id = ?7",
                 params![
-                    run.run_id.as_str(),
+                    run.run_id.to_bytes(),
                     run.agent_id,
                     run.agent_version,
-                    run.trigger_event_id.as_str(),
+                    run.trigger_event_id.to_bytes(),
                     run.status.as_str(),
                     run.attempts,
-                    run.snapshot_id.as_ref().map(|s| s.as_str()),
+                    run.snapshot_id.as_ref().map(|s| s.to_bytes()),
                 ],
             )
             .map_err(backend)?;

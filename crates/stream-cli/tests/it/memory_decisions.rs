@@ -407,7 +407,7 @@ fn proposal_ids_may_be_unique_prefixes_of_at_least_12_hex_digits() {
     for (seq, suffix) in [(1, "1"), (2, "2")] {
         conn.execute(
             "INSERT INTO events (id, source, seq, type, version, authorship, sensitive, root, parent, payload, payload_sha256, recorded_at) \
-             SELECT ?1, 'agent:copies', ?2, type, version, authorship, sensitive, root, parent, payload, payload_sha256, recorded_at FROM events WHERE id = ?3",
+             SELECT unhex(?1), 'agent:copies', ?2, type, version, authorship, sensitive, root, parent, payload, payload_sha256, recorded_at FROM events WHERE id = unhex(?3)",
             rusqlite::params![format!("abcdefabcdef{}", suffix.repeat(52)), seq, s.w.memory.as_str()],
         )
         .unwrap();
@@ -633,7 +633,7 @@ fn a_forged_decision_is_never_projected() {
     rusqlite::Connection::open(&s.w.path)
         .unwrap()
         .execute(
-            "UPDATE events SET authorship = 'agent' WHERE id = ?1",
+            "UPDATE events SET authorship = 'agent' WHERE id = unhex(?1)",
             [decision.as_str()],
         )
         .unwrap();

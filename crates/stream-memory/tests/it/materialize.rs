@@ -543,19 +543,19 @@ fn forged_lineage_gets_no_receipt_of_any_kind() {
     let rows: [(&str, &str); 4] = [
         (
             "decision authorship rewritten",
-            "UPDATE events SET authorship = 'agent' WHERE id = ?1",
+            "UPDATE events SET authorship = 'agent' WHERE id = unhex(?1)",
         ),
         (
             "decision parented elsewhere",
-            "UPDATE events SET parent = root WHERE id = ?1",
+            "UPDATE events SET parent = root WHERE id = unhex(?1)",
         ),
         (
             "proposer run not completed",
-            "UPDATE runs SET status = 'failed' WHERE run_id = (SELECT json_extract(payload, '$.proposer.runId') FROM events WHERE id = (SELECT parent FROM events WHERE id = ?1))",
+            "UPDATE runs SET status = 'failed' WHERE run_id = unhex((SELECT json_extract(payload, '$.proposer.runId') FROM events WHERE id = (SELECT parent FROM events WHERE id = unhex(?1))))",
         ),
         (
             "proposal authorship rewritten",
-            "UPDATE events SET authorship = 'human' WHERE id = (SELECT parent FROM events WHERE id = ?1)",
+            "UPDATE events SET authorship = 'human' WHERE id = (SELECT parent FROM events WHERE id = unhex(?1))",
         ),
     ];
     for (name, sql) in rows {

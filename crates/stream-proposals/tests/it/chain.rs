@@ -69,27 +69,27 @@ fn forged_lineage_fails_closed() {
     let rows: [(&str, &str, ChainLink); 5] = [
         (
             "proposal parent moved",
-            "UPDATE events SET parent = root WHERE id = ?1",
+            "UPDATE events SET parent = root WHERE id = unhex(?1)",
             ChainLink::Proposal,
         ),
         (
             "proposal authorship changed",
-            "UPDATE events SET authorship = 'human' WHERE id = ?1",
+            "UPDATE events SET authorship = 'human' WHERE id = unhex(?1)",
             ChainLink::Proposal,
         ),
         (
             "run row not completed",
-            "UPDATE runs SET status = 'failed' WHERE run_id = (SELECT json_extract(payload, '$.proposer.runId') FROM events WHERE id = ?1)",
+            "UPDATE runs SET status = 'failed' WHERE run_id = unhex((SELECT json_extract(payload, '$.proposer.runId') FROM events WHERE id = unhex(?1)))",
             ChainLink::Run,
         ),
         (
             "snapshot root part replaced",
-            "UPDATE blobs SET bytes = x'7b7d' WHERE sha256 = (SELECT root FROM snapshots WHERE id = (SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = ?1))",
+            "UPDATE blobs SET bytes = x'7b7d' WHERE sha256 = (SELECT root FROM snapshots WHERE id = (SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = unhex(?1)))",
             ChainLink::Snapshot,
         ),
         (
             "snapshot root part deleted",
-            "DELETE FROM blobs WHERE sha256 = (SELECT root FROM snapshots WHERE id = (SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = ?1))",
+            "DELETE FROM blobs WHERE sha256 = (SELECT root FROM snapshots WHERE id = (SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = unhex(?1)))",
             ChainLink::Snapshot,
         ),
     ];
@@ -144,7 +144,7 @@ fn a_proposal_the_receipt_does_not_name_fails() {
     // only the chain check, not the envelope hash, can notice).
     let receipt: (String, Vec<u8>) = conn
         .query_row(
-            "SELECT id, payload FROM events WHERE type = 'stream.thought.agent.run.completed' AND payload LIKE ?1",
+            "SELECT lower(hex(id)), payload FROM events WHERE type = 'stream.thought.agent.run.completed' AND payload LIKE ?1",
             [format!("%{}%", w.memory)],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
@@ -154,7 +154,7 @@ fn a_proposal_the_receipt_does_not_name_fails() {
     let bytes = stream_core::canon::to_canonical_bytes(&payload).unwrap();
     let sha = stream_core::canon::sha256(&bytes);
     conn.execute(
-        "UPDATE events SET payload = ?1, payload_sha256 = ?2 WHERE id = ?3",
+        "UPDATE events SET payload = ?1, payload_sha256 = unhex(?2) WHERE id = unhex(?3)",
         rusqlite::params![bytes, sha.as_str(), receipt.0],
     )
     .unwrap();
@@ -362,7 +362,7 @@ fn forged_decisions_are_not_projected() {
         record_decision(&w.store, &request(&w.correction, Disposition::Accept, None)).unwrap();
     let conn = rusqlite::Connection::open(&w.path).unwrap();
     conn.execute(
-        "UPDATE events SET authorship = 'agent' WHERE id = ?1",
+        "UPDATE events SET authorship = 'agent' WHERE id = unhex(?1)",
         [decision.id().as_str()],
     )
     .unwrap();

@@ -27,6 +27,13 @@ fn fixture_copy() -> (PathBuf, tempfile::TempDir) {
     (path, dir)
 }
 
+fn fixture_v3_copy() -> (PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    std::fs::copy(FIXTURE_V3, &path).unwrap();
+    (path, dir)
+}
+
 /// Every run's snapshot id with its whole blob, read with plain SQL.
 fn whole_snapshots(path: &Path) -> Vec<(SnapshotId, Vec<u8>)> {
     let conn = Connection::open(path).unwrap();
@@ -99,10 +106,15 @@ fn assert_no_dangling_reference(conn: &Connection) {
 /// store with hex keys and one with raw keys compare.
 type Contents = (Vec<(String, Vec<u8>)>, Vec<(String, String, String)>);
 
+/// SQL reading key column `c` as lowercase hex whether stored as hex text
+/// (before the rebuilds) or raw bytes (since): `lower(hex(x))` of a hex
+/// text key is not that key, so text is read as it is.
+fn key(c: &str) -> String {
+    format!("CASE typeof({c}) WHEN 'blob' THEN lower(hex({c})) ELSE {c} END")
+}
+
 fn contents(path: &Path) -> Contents {
     let conn = Connection::open(path).unwrap();
-    // `lower(hex(x))` of a hex text key is not that key: read it as is.
-    let key = |c: &str| format!("CASE typeof({c}) WHEN 'blob' THEN lower(hex({c})) ELSE {c} END");
     let blobs = conn
         .prepare(&format!(
             "SELECT {}, bytes FROM blobs ORDER BY 1",
@@ -198,9 +210,7 @@ fn opening_a_current_store_commits_nothing() {
 fn the_schema_3_demo_store_drops_the_part_list_and_keeps_every_snapshot() {
     // Its parts are `tsp1`, written before `tsp2`: they read byte-exact
     // (each joined snapshot hashes to its id).
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    std::fs::copy(FIXTURE_V3, &path).unwrap();
+    let (path, _dir) = fixture_v3_copy();
     assert_eq!(user_version(&path), 3);
     let (ids, listed) = {
         let conn = Connection::open(&path).unwrap();
@@ -259,9 +269,7 @@ fn the_schema_3_demo_store_drops_the_part_list_and_keeps_every_snapshot() {
 /// there, every reference to it resolves, and the references still hold.
 #[test]
 fn the_rebuilt_blob_table_keeps_every_row_and_every_reference() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    std::fs::copy(FIXTURE_V3, &path).unwrap();
+    let (path, _dir) = fixture_v3_copy();
     let blobs = |conn: &Connection| -> (i64, i64) {
         conn.query_row("SELECT count(*), sum(length(bytes)) FROM blobs", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
@@ -308,9 +316,7 @@ fn the_rebuilt_blob_table_keeps_every_row_and_every_reference() {
 /// bytes) with the same bytes, and every reference to one.
 #[test]
 fn the_binary_key_rebuild_keeps_every_blob_and_every_reference() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    std::fs::copy(FIXTURE_V3, &path).unwrap();
+    let (path, _dir) = fixture_v3_copy();
     let before = contents(&path);
     assert!(before.0.len() > 10 && before.1.len() > 6, "{before:?}");
     assert!(before.0.iter().all(|(key, _)| key.len() == 64));
@@ -336,9 +342,7 @@ fn a_fresh_store_keys_blobs_by_their_raw_bytes() {
 /// before, untouched, and the next open does it all.
 #[test]
 fn a_failed_binary_key_rebuild_leaves_the_store_as_it_was() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    std::fs::copy(FIXTURE_V3, &path).unwrap();
+    let (path, _dir) = fixture_v3_copy();
     let before = contents(&path);
     Connection::open(&path)
         .unwrap()
@@ -348,7 +352,7 @@ fn a_failed_binary_key_rebuild_leaves_the_store_as_it_was() {
         )
         .unwrap();
     assert!(SqliteStore::open(&path).is_err());
-    assert_eq!(user_version(&path), SCHEMA_VERSION - 1);
+    assert_eq!(user_version(&path), 8, "schema 9 not applied");
     let conn = Connection::open(&path).unwrap();
     let text_keys: i64 = conn
         .query_row(
@@ -365,4 +369,219 @@ fn a_failed_binary_key_rebuild_leaves_the_store_as_it_was() {
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(contents(&path), before);
     assert_raw_keys(&path);
+}
+
+/// Since schema 10 each of these id columns holds 32 raw bytes wherever
+/// it is not NULL.
+fn assert_raw_ids(path: &Path, table: &str, columns: &[&str]) {
+    let other: i64 = Connection::open(path)
+        .unwrap()
+        .query_row(
+            &format!(
+                "SELECT count(*) FROM {table} WHERE {}",
+                columns
+                    .iter()
+                    .map(|c| format!(
+                        "({c} IS NOT NULL AND (typeof({c}) != 'blob' OR length({c}) != 32))"
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(" OR ")
+            ),
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(other, 0, "{table}: ids not 32 raw bytes");
+}
+
+fn assert_raw_event_ids(path: &Path) {
+    assert_raw_ids(path, "events", &["id", "root", "parent", "payload_sha256"]);
+}
+
+fn assert_raw_run_ids(path: &Path) {
+    assert_raw_ids(path, "runs", &["run_id", "trigger_event", "snapshot_id"]);
+}
+
+/// Each row of `sql` (read with plain SQL), as `f` reads it.
+fn rows<T>(path: &Path, sql: &str, f: fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>) -> Vec<T> {
+    Connection::open(path)
+        .unwrap()
+        .prepare(sql)
+        .unwrap()
+        .query_map([], f)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// Every event, ids as lowercase hex whether stored as text (before
+/// schema 10) or as raw bytes (since).
+type EventRow = (
+    i64,
+    String,
+    String,
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    Vec<u8>,
+    String,
+    i64,
+);
+
+fn events(path: &Path) -> Vec<EventRow> {
+    rows(
+        path,
+        &format!(
+            "SELECT pos, {}, source, seq, type, {}, {}, payload, {}, recorded_at \
+             FROM events ORDER BY pos",
+            key("id"),
+            key("root"),
+            key("parent"),
+            key("payload_sha256"),
+        ),
+        |r| EventRow::try_from(r),
+    )
+}
+
+/// Every run, ids as lowercase hex (as `events`).
+type RunRow = (
+    i64,
+    String,
+    String,
+    i64,
+    String,
+    String,
+    i64,
+    Option<String>,
+);
+
+fn runs(path: &Path) -> Vec<RunRow> {
+    rows(
+        path,
+        &format!(
+            "SELECT pos, {}, agent_id, agent_version, {}, status, attempts, {} \
+             FROM runs ORDER BY pos",
+            key("run_id"),
+            key("trigger_event"),
+            key("snapshot_id"),
+        ),
+        |r| RunRow::try_from(r),
+    )
+}
+
+fn sequence(path: &Path, table: &str) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?1",
+            [table],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+/// The binary id rebuild keeps every event and every run, field for
+/// field, at its position; reads through the store still find them by id
+/// and by root; and the AUTOINCREMENT high-water marks survive, so a
+/// position freed by a (hand-)deleted last row is not handed out again.
+#[test]
+fn the_binary_id_rebuild_keeps_every_event_and_run_and_never_reuses_a_position() {
+    let (path, _dir) = fixture_v3_copy();
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "DELETE FROM events WHERE pos = (SELECT max(pos) FROM events); \
+             DELETE FROM runs WHERE pos = (SELECT max(pos) FROM runs);",
+        )
+        .unwrap();
+    let before = events(&path);
+    let runs_before = runs(&path);
+    let high_water = (sequence(&path, "events"), sequence(&path, "runs"));
+    assert!(before.len() > 10, "{}", before.len());
+    assert!(runs_before.len() > 3, "{}", runs_before.len());
+    assert!(high_water.0 > before.last().unwrap().0);
+    assert!(high_water.1 > runs_before.last().unwrap().0);
+    assert!(before.iter().any(|e| e.5.is_some() && e.6.is_some()));
+    assert!(runs_before.iter().any(|r| r.7.is_some()));
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(events(&path), before);
+    assert_eq!(runs(&path), runs_before);
+    assert_raw_event_ids(&path);
+    assert_raw_run_ids(&path);
+    assert_eq!(
+        (sequence(&path, "events"), sequence(&path, "runs")),
+        high_water
+    );
+    for (_, id, ..) in &runs_before {
+        let id: stream_core::RunId = id.parse().unwrap();
+        assert_eq!(store.run(&id).unwrap().unwrap().run_id, id);
+    }
+    for (_, id, ..) in &before {
+        let id: stream_core::EventId = id.parse().unwrap();
+        assert_eq!(store.event(&id).unwrap().unwrap().event.id, id);
+    }
+    let (_, _, _, _, _, root, ..) = before.iter().find(|e| e.5.is_some()).unwrap();
+    let root: stream_core::EventId = root.as_deref().unwrap().parse().unwrap();
+    let rooted = store
+        .events(&stream_store::EventQuery::rooted_at(&root))
+        .unwrap();
+    let expected = before
+        .iter()
+        .filter(|e| e.5.as_deref() == Some(root.as_str()))
+        .count();
+    assert!(expected > 0);
+    assert_eq!(rooted.len(), expected);
+    drop(store);
+    let check: String = Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}
+
+/// A fresh store writes raw ids through `append` and `put_run`.
+#[test]
+fn a_fresh_store_keys_events_and_runs_by_their_raw_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    stream_store::conformance::reads_by_id_source_type_root_and_parent(&store);
+    stream_store::conformance::runs_round_trip(&store);
+    drop(store);
+    assert!(!events(&path).is_empty());
+    assert!(runs(&path).iter().any(|r| r.7.is_some()));
+    assert_raw_event_ids(&path);
+    assert_raw_run_ids(&path);
+}
+
+/// The event rebuild is one transaction: one that fails (an id that is not
+/// hex) leaves the store at schema 9 with every event as it was.
+#[test]
+fn a_failed_event_id_rebuild_leaves_the_store_as_it_was() {
+    let (path, _dir) = fixture_v3_copy();
+    let before = events(&path);
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE events SET id = 'not hex' WHERE pos = (SELECT min(pos) FROM events)",
+            [],
+        )
+        .unwrap();
+    let edited = events(&path);
+    assert!(SqliteStore::open(&path).is_err());
+    assert_eq!(user_version(&path), SCHEMA_VERSION - 1);
+    assert_eq!(events(&path), edited, "no event rewritten");
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE events SET id = ?1 WHERE pos = (SELECT min(pos) FROM events)",
+            [&before[0].1],
+        )
+        .unwrap();
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(events(&path), before);
+    assert_raw_event_ids(&path);
 }
