@@ -170,7 +170,7 @@ const MIGRATIONS: &[Step] = &[
     // blob: row and unique index; ~17 blobs a turn; measured alone, the
     // context bench went from 13.3 to 12.1 KiB stored a turn). The API still speaks
     // hex (`Sha256Hex::to_bytes`/`from_bytes` at the edges). Snapshot ids
-    // stay hex, like `runs.snapshot_id` that names them. The PostgreSQL
+    // stay hex (`runs.snapshot_id` became raw at 10). The PostgreSQL
     // backend keeps hex keys: its schema is not changed here. One
     // transaction: a store killed during it reopens at the version
     // before and does it again.

@@ -137,18 +137,14 @@ fn invalid(what: &str) -> StoreError {
     }
 }
 
-/// A blob key as stored (32 raw bytes since the binary-key rebuild) back
-/// as the hex the API speaks; `None` for any other length.
-pub(crate) fn digest(raw: &[u8]) -> Option<Sha256Hex> {
-    <[u8; 32]>::try_from(raw).ok().map(Sha256Hex::from_bytes)
-}
-
 fn parse_id<T: std::str::FromStr>(s: &str, what: &str) -> Result<T, StoreError> {
     s.parse().map_err(|_| invalid(what))
 }
 
-/// An event or run id as stored (32 raw bytes since schema 10).
-fn raw_key(raw: &[u8], what: &str) -> Result<[u8; 32], StoreError> {
+/// An id or blob key as stored: 32 raw bytes (blob keys since the
+/// binary-key rebuild, event and run ids since schema 10), turned back
+/// into the hex the API speaks by the caller's `from_bytes`.
+pub(crate) fn raw_key(raw: &[u8], what: &str) -> Result<[u8; 32], StoreError> {
     <[u8; 32]>::try_from(raw).map_err(|_| invalid(what))
 }
 
@@ -197,7 +193,7 @@ fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
                 .map(|p| raw_key(p, what).map(EventId::from_bytes))
                 .transpose()?,
             payload,
-            payload_sha256: digest(&hash).ok_or_else(|| invalid(what))?,
+            payload_sha256: Sha256Hex::from_bytes(raw_key(&hash, what)?),
         },
         seq: u64::try_from(seq).map_err(|_| invalid(what))?,
         recorded_at_ms: at,
@@ -453,7 +449,7 @@ fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, St
         Ok(VersionRow {
             id: parse_id(&id, what)?,
             document_id: parse_id(&doc, what)?,
-            sha256: digest(&sha).ok_or_else(|| invalid(what))?,
+            sha256: Sha256Hex::from_bytes(raw_key(&sha, what)?),
             size: u64::try_from(size).map_err(|_| invalid(what))?,
             content_type,
             previous_version: prev.as_deref().map(|s| parse_id(s, what)).transpose()?,

@@ -8,7 +8,7 @@ use stream_core::{Sha256Hex, SnapshotId};
 
 use crate::StoreError;
 use crate::parts::{check_snapshot, join_snapshot, split_snapshot};
-use crate::sqlite::{backend, digest, read_blob};
+use crate::sqlite::{backend, raw_key, read_blob};
 
 /// How blob keys are written: 64 hex digits before the binary-key rebuild
 /// (schema 1's rewrite into parts runs there), 32 raw bytes since.
@@ -62,11 +62,8 @@ fn snapshot_root(c: &Connection, id: &SnapshotId) -> Result<Option<String>, Stor
         .and_then(|mut s| s.query_row([id.as_str()], |r| r.get(0)).optional())
         .map_err(backend)?;
     root.map(|raw| {
-        digest(&raw)
-            .map(|root| root.as_str().to_owned())
-            .ok_or_else(|| StoreError::InvalidRow {
-                what: format!("snapshot {id}"),
-            })
+        raw_key(&raw, &format!("snapshot {id}"))
+            .map(|root| Sha256Hex::from_bytes(root).as_str().to_owned())
     })
     .transpose()
 }
