@@ -28,6 +28,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@$how $fresh;
             insert_assigns_gap_free_seq_per_source,
             identical_append_converges,
+            a_long_text_round_trips_and_converges,
             conflict_when_source_differs,
             conflict_when_type_differs,
             conflict_when_version_differs,
@@ -139,6 +140,32 @@ pub fn identical_append_converges(store: &dyn Store) {
     assert_eq!(append(store, &e), AppendOutcome::Inserted { seq: 1 });
     assert_eq!(append(store, &e), AppendOutcome::Converged { seq: 1 });
     assert_eq!(store.source_head(&e.source).unwrap(), 1);
+}
+
+/// A message-sized text (which SQLite stores out of its payload, as a
+/// blob) comes back byte for byte, the same event converges, and a
+/// different text under the same id is a conflict.
+pub fn a_long_text_round_trips_and_converges(store: &dyn Store) {
+    let text = "canary-text \"quoted\" \\ \n\u{1F600}\u{7}".repeat(20);
+    let e = event("test:a", "1", json!({"chatId": 42, "text": text}));
+    assert_eq!(append(store, &e), AppendOutcome::Inserted { seq: 1 });
+    assert_eq!(store.event(&e.id).unwrap().unwrap().event, e);
+    let listed = store.events(&EventQuery::default()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].event, e);
+    assert_eq!(append(store, &e), AppendOutcome::Converged { seq: 1 });
+    let mut other = event(
+        "test:a",
+        "1",
+        json!({"chatId": 42, "text": text.replace('q', "Q")}),
+    );
+    other.id = e.id.clone();
+    assert_eq!(append(store, &other), AppendOutcome::Conflict);
+    // A second event with the same text: both read back whole.
+    let twin = event("test:b", "1", json!({"text": text, "twin": true}));
+    assert_eq!(append(store, &twin), AppendOutcome::Inserted { seq: 1 });
+    assert_eq!(store.event(&twin.id).unwrap().unwrap().event, twin);
+    assert_eq!(store.event(&e.id).unwrap().unwrap().event, e);
 }
 
 fn conflict_when(store: &dyn Store, change: impl FnOnce(&mut NewEvent)) {

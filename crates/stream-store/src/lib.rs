@@ -37,6 +37,7 @@ mod postgres;
 mod private;
 mod rows;
 mod sqlite;
+mod sqlite_events;
 mod sqlite_parts;
 mod usage;
 

@@ -260,6 +260,17 @@ const MIGRATIONS: &[Step] = &[
     CREATE INDEX runs_by_status ON runs (status, pos);
     "#,
     )),
+    // 11: an event's longest text (a message, a reply) is stored once, as
+    // the text blob its snapshots' transcripts name too
+    // (`stream_core::parts::cut_text`): the payload keeps `""` at `text_at`
+    // and `text_sha` names the blob (about 0.8 KiB a turn). Events written
+    // before keep their whole payloads. PostgreSQL keeps whole payloads.
+    Step::Sql(
+        r#"
+    ALTER TABLE events ADD COLUMN text_at INTEGER;
+    ALTER TABLE events ADD COLUMN text_sha BLOB REFERENCES blobs (sha256);
+    "#,
+    ),
 ];
 
 /// The newest schema version this build knows.

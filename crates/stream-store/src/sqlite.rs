@@ -9,11 +9,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 use stream_core::{
-    Authorship, DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName,
-    StoredEvent, VersionId, canon::sha256,
+    DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent,
+    VersionId, canon::sha256,
 };
 
 use crate::migrate::{Budget, check_identity, migrate};
+use crate::sqlite_events::{insert_event, read_event, read_events};
 use crate::sqlite_parts::{KeyForm, put_snapshot, read_snapshot};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
@@ -124,14 +125,14 @@ impl SqliteStore {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
 }
 
-fn invalid(what: &str) -> StoreError {
+pub(crate) fn invalid(what: &str) -> StoreError {
     StoreError::InvalidRow {
         what: what.to_owned(),
     }
@@ -148,61 +149,9 @@ pub(crate) fn raw_key(raw: &[u8], what: &str) -> Result<[u8; 32], StoreError> {
     <[u8; 32]>::try_from(raw).map_err(|_| invalid(what))
 }
 
-const EVENT_COLUMNS: &str = "id, source, seq, type, version, authorship, sensitive, root, parent, \
-                             payload, payload_sha256, recorded_at";
-
-// Ids and the payload hash as their 32 raw bytes (schema 10).
-type RawEvent = (
-    Vec<u8>,
-    String,
-    i64,
-    String,
-    i64,
-    String,
-    bool,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Vec<u8>,
-    Vec<u8>,
-    i64,
-);
-
-// rusqlite converts a row into a tuple of its columns, each checked.
-fn raw_event(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEvent> {
-    RawEvent::try_from(r)
-}
-
-fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
-    let (id, source, seq, ty, version, authorship, sensitive, root, parent, payload, hash, at) =
-        raw;
-    let what = "event";
-    Ok(StoredEvent {
-        event: NewEvent {
-            id: EventId::from_bytes(raw_key(&id, what)?),
-            source: SourceName::new(source).map_err(|_| invalid(what))?,
-            event_type: ty,
-            version: u32::try_from(version).map_err(|_| invalid(what))?,
-            authorship: Authorship::parse(&authorship).ok_or_else(|| invalid(what))?,
-            sensitive,
-            root: root
-                .as_deref()
-                .map(|r| raw_key(r, what).map(EventId::from_bytes))
-                .transpose()?,
-            parent: parent
-                .as_deref()
-                .map(|p| raw_key(p, what).map(EventId::from_bytes))
-                .transpose()?,
-            payload,
-            payload_sha256: Sha256Hex::from_bytes(raw_key(&hash, what)?),
-        },
-        seq: u64::try_from(seq).map_err(|_| invalid(what))?,
-        recorded_at_ms: at,
-    })
-}
-
 /// `query_row` on a statement kept in the connection's cache: these run on
 /// every turn, and parsing their SQL each time showed in profiles.
-fn cached_row<T, P: rusqlite::Params>(
+pub(crate) fn cached_row<T, P: rusqlite::Params>(
     c: &Connection,
     sql: &str,
     params: P,
@@ -220,61 +169,22 @@ fn cached_execute<P: rusqlite::Params>(
     c.prepare_cached(sql)?.execute(params)
 }
 
-fn to_i64(n: u64) -> Result<i64, StoreError> {
+pub(crate) fn to_i64(n: u64) -> Result<i64, StoreError> {
     i64::try_from(n).map_err(|_| StoreError::Backend("integer out of range".into()))
 }
 
 // --- reads shared by the store (reader connection) and a transaction (writer) ---
 
-fn read_event(c: &Connection, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
-    let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1");
-    cached_row(c, &sql, [id.to_bytes()], raw_event)
-        .optional()
-        .map_err(backend)?
-        .map(decode_event)
-        .transpose()
-}
-
-fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
-    let mut sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE 1=1");
-    let mut args: Vec<rusqlite::types::Value> = Vec::new();
-    if let Some(source) = &q.source {
-        args.push(source.as_str().to_owned().into());
-        sql.push_str(&format!(" AND source = ?{}", args.len()));
-        args.push(to_i64(q.after_seq)?.into());
-        sql.push_str(&format!(" AND seq > ?{}", args.len()));
-        if let Some(before) = q.before_seq {
-            args.push(to_i64(before)?.into());
-            sql.push_str(&format!(" AND seq < ?{}", args.len()));
-        }
-    }
-    if let Some(ty) = &q.event_type {
-        args.push(ty.clone().into());
-        sql.push_str(&format!(" AND type = ?{}", args.len()));
-    }
-    if let Some(root) = &q.root {
-        args.push(root.to_bytes().to_vec().into());
-        sql.push_str(&format!(" AND root = ?{}", args.len()));
-    }
-    sql.push_str(if q.source.is_some() {
-        " ORDER BY seq"
-    } else {
-        " ORDER BY pos"
-    });
-    if q.descending {
-        sql.push_str(" DESC");
-    }
-    if let Some(limit) = q.limit {
-        args.push(to_i64(limit as u64)?.into());
-        sql.push_str(&format!(" LIMIT ?{}", args.len()));
-    }
-    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
-    let rows = stmt
-        .query_map(rusqlite::params_from_iter(args), raw_event)
-        .map_err(backend)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(backend)?;
-    rows.into_iter().map(decode_event).collect()
+/// Stores `bytes` under their SHA-256, once.
+pub(crate) fn insert_blob(c: &Connection, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
+    let sha = sha256(bytes);
+    cached_execute(
+        c,
+        "INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)",
+        params![sha.to_bytes(), bytes],
+    )
+    .map_err(backend)?;
+    Ok(sha)
 }
 
 fn read_head(c: &Connection, source: &SourceName) -> Result<u64, StoreError> {
@@ -587,41 +497,12 @@ impl Tx for SqliteTx<'_> {
             });
         }
         let seq = read_head(&self.conn, &event.source)? + 1;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO events (id, source, seq, type, version, authorship, sensitive, root, \
-                 parent, payload, payload_sha256, recorded_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    event.id.to_bytes(),
-                    event.source.as_str(),
-                    to_i64(seq).unwrap_or(i64::MAX),
-                    event.event_type,
-                    event.version,
-                    event.authorship.as_str(),
-                    event.sensitive,
-                    event.root.as_ref().map(EventId::to_bytes),
-                    event.parent.as_ref().map(EventId::to_bytes),
-                    event.payload,
-                    event.payload_sha256.to_bytes(),
-                    now_ms(),
-                ])
-            })
-            .map_err(backend)?;
+        insert_event(&self.conn, event, seq)?;
         Ok(AppendOutcome::Inserted { seq })
     }
 
     fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
-        let sha = sha256(bytes);
-        cached_execute(
-            &self.conn,
-            "INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)",
-            params![sha.to_bytes(), bytes],
-        )
-        .map_err(backend)?;
-        Ok(sha)
+        insert_blob(&self.conn, bytes)
     }
 
     fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {

@@ -17,7 +17,8 @@ pub struct StoreUsage {
     pub file_bytes: u64,
     /// Events stored.
     pub events: u64,
-    /// Bytes of event rows (payload and envelope columns).
+    /// Bytes of event rows (payload and envelope columns), with the texts
+    /// stored out of their payloads (SQLite, schema 11), each once.
     pub event_bytes: u64,
     /// Snapshots stored as parts.
     pub snapshots: u64,
@@ -38,11 +39,17 @@ pub struct StoreUsage {
 /// A blob in part encoding: it starts with one of `stream_core::parts::HEADERS`
 /// (checked by `the_part_header_is_what_usage_recognises`). A
 /// photo starting so would be counted as a part: statistics only. A
-/// snapshot's text blob (`memory.md`) has no header: it is the document
-/// version's own blob, counted once, as a document; one no document holds
-/// (a message of 4 KiB or more) counts among the other blobs.
+/// snapshot's text blob has no header. It counts once, as the document
+/// version (`memory.md`) or the event (a message, a reply) holding the same
+/// text, and among the other blobs when neither does (a long prompt).
 const IS_PART: &str =
     "substr(bytes, 1, 4) IN (CAST('tsp3' AS BLOB), CAST('tsp2' AS BLOB), CAST('tsp1' AS BLOB))";
+
+/// A blob that is a document version's.
+const IS_DOCUMENT: &str = "sha256 IN (SELECT sha256 FROM document_versions)";
+
+/// A blob that is a text cut out of an event's payload.
+const IS_EVENT_TEXT: &str = "sha256 IN (SELECT text_sha FROM events WHERE text_sha IS NOT NULL)";
 
 fn count(c: &Connection, sql: &str) -> Result<(u64, u64), StoreError> {
     c.query_row(sql, [], |r| {
@@ -67,32 +74,39 @@ impl SqliteStore {
         wal.push("-wal");
         let file_bytes = file_len(self.path()) + file_len(Path::new(&wal));
         self.with_reader(|c| {
-            let (events, event_bytes) = count(
+            let (events, row_bytes) = count(
                 c,
                 "SELECT count(*), sum(length(payload) + length(id) + length(source) + length(type) \
                  + length(authorship) + ifnull(length(root), 0) + ifnull(length(parent), 0) \
-                 + length(payload_sha256) + 24) FROM events",
+                 + length(payload_sha256) + ifnull(length(text_sha), 0) + 24) FROM events",
             )?;
+            let (_, text_bytes) = count(
+                c,
+                &format!(
+                    "SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_EVENT_TEXT} \
+                     AND NOT {IS_DOCUMENT}"
+                ),
+            )?;
+            let event_bytes = row_bytes + text_bytes;
             let (snapshots, _) = count(c, "SELECT count(*), 0 FROM snapshots")?;
-            // A part is recognised by its header; a document version's
-            // blob counts as a document whatever it starts with.
+            // A part is recognised by its header; a document version's or
+            // an event's blob counts as theirs whatever it starts with.
             let (snapshot_parts, snapshot_part_bytes) = count(
                 c,
                 &format!(
                     "SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_PART} \
-                     AND sha256 NOT IN (SELECT sha256 FROM document_versions)"
+                     AND NOT {IS_DOCUMENT} AND NOT {IS_EVENT_TEXT}"
                 ),
             )?;
             let (document_blobs, document_bytes) = count(
                 c,
-                "SELECT count(*), sum(length(bytes)) FROM blobs WHERE sha256 IN \
-                 (SELECT sha256 FROM document_versions)",
+                &format!("SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_DOCUMENT}"),
             )?;
             let (other_blobs, other_blob_bytes) = count(
                 c,
                 &format!(
                     "SELECT count(*), sum(length(bytes)) FROM blobs WHERE NOT {IS_PART} \
-                     AND sha256 NOT IN (SELECT sha256 FROM document_versions)"
+                     AND NOT {IS_DOCUMENT} AND NOT {IS_EVENT_TEXT}"
                 ),
             )?;
             Ok(StoreUsage {

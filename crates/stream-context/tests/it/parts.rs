@@ -60,19 +60,34 @@ fn a_second_run_sharing_memory_and_transcript_stores_only_its_new_parts() {
     let next = fx.message(&long(6));
     stored(&fx, &next);
     let after = parts(&fx.store);
-    // New: the root and the manifest; the trigger and its text; the
-    // previous trigger as a transcript entry (its text is shared), its reply
-    // and the reply's text, the new correction target; the capabilities; and
-    // the three lists that grew (transcript, evidence, correction targets)
-    // with their changed runs (a list of references in short runs, a
-    // lone reference inline). The memory text, the earlier exchanges and
-    // the lists' unchanged runs are shared.
-    assert_eq!(after.0 - before.0, 14, "parts added by the second run");
+    // New: the root and the manifest; the trigger; the previous trigger as
+    // a transcript entry, its reply, the new correction target; the
+    // capabilities; and the three lists that grew (transcript, evidence,
+    // correction targets) with their changed runs (a list of references in
+    // short runs, a lone reference inline). The memory text, the earlier
+    // exchanges, the lists' unchanged runs and the texts of the message and
+    // reply (the blobs their events hold) are shared.
+    assert_eq!(after.0 - before.0, 12, "parts added by the second run");
+    for text in [long(6), long(200)] {
+        assert_eq!(blobs_holding(&fx.store, &text), 1, "one copy of {text:?}");
+    }
     assert!(
         after.1 - before.1 < memory.len() as u64,
         "memory.md is not stored again: {} new bytes",
         after.1 - before.1
     );
+}
+
+/// How many blobs hold `text`, and that no event payload does.
+fn blobs_holding(store: &SqliteStore, text: &str) -> i64 {
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [text], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count("SELECT count(*) FROM events WHERE instr(payload, CAST(?1 AS BLOB)) > 0"),
+        0,
+        "an event payload holds {text:?}"
+    );
+    count("SELECT count(*) FROM blobs WHERE instr(bytes, CAST(?1 AS BLOB)) > 0")
 }
 
 /// The memory text's blob: the document version's, and the only blob

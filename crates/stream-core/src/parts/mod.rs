@@ -5,9 +5,11 @@
 //! its own part, and its parent holds a reference in its place. A long array
 //! is cut into runs of elements whose ends depend on the elements' content,
 //! so a list that slides (a transcript window) shares most of its runs. A
-//! string at least [`MIN_TEXT_BYTES`] long (`memory.md`) is stored as its
-//! raw UTF-8 under the SHA-256 of that text, which is the key of the
-//! document version holding the same text: the store keeps it once. A part
+//! string at least [`MIN_TEXT_BYTES`] long (`memory.md`, a message, a
+//! reply) is stored as its raw UTF-8 under the SHA-256 of that text, which
+//! is the key of the document version holding the same text, and of the
+//! text a store cut out of the event that holds it ([`cut_text`]): the
+//! store keeps it once. A part
 //! is a literal with references inserted at offsets, the ids in its literal
 //! packed to their raw bytes (`format` has its bytes, `tsp3`, and the older
 //! `tsp2` and `tsp1` it still reads). Equal values make
@@ -22,9 +24,11 @@
 
 mod format;
 mod join;
+mod text;
 
 pub use format::{HEADER, HEADER_V1, HEADER_V2, HEADERS};
 pub use join::{PartCheck, join, join_levels};
+pub use text::{TextCut, cut_text, splice_text, stored_as_text};
 
 use serde_json::Value;
 
@@ -36,9 +40,12 @@ use format::{Kind, Ref, encode, unpacked_len};
 pub const MIN_PART_BYTES: usize = 192;
 
 /// Strings at least this long (canonical bytes) are stored as raw text
-/// blobs: in practice a document (`memory.md`), whose version the store
-/// already holds as that very blob, or a rare long message.
-pub const MIN_TEXT_BYTES: usize = 4096;
+/// blobs: a document (`memory.md`), whose version the store already holds
+/// as that very blob, and a message or reply, which the store holds as the
+/// text cut out of its event ([`stored_as_text`] is the rule). Every string
+/// long enough to be a part of its own is one: as a `tsp` part it would
+/// be a second copy.
+pub const MIN_TEXT_BYTES: usize = MIN_PART_BYTES;
 
 /// References nest at most this deep.
 pub const MAX_DEPTH: usize = 32;
@@ -287,7 +294,7 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
         }
         Value::String(text) => {
             let encoded = to_canonical_bytes(value)?;
-            if encoded.len() >= MIN_TEXT_BYTES {
+            if stored_as_text(encoded.len()) {
                 let sha = sha256(text.as_bytes());
                 n.refs.push(Ref {
                     at: 0,
@@ -723,7 +730,8 @@ mod tests {
                 .filter(|p| !a.parts.contains(p) && !is_entry(&p.1))
                 .map(|(_, bytes)| bytes.len())
                 .sum::<usize>();
-            for (_, part) in &b.parts {
+            // The texts are raw text blobs, not parts.
+            for (_, part) in b.parts.iter().filter(|(_, p)| p.starts_with(HEADER)) {
                 let (refs, literal) = format::parse(part).unwrap();
                 assert!(
                     refs.len() != 1 || !literal.is_empty(),

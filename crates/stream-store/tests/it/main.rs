@@ -11,6 +11,7 @@ mod parts;
 mod postgres;
 mod processes;
 mod refusals;
+mod texts;
 
 mod conformance {
     stream_store::conformance_suite!(crate::common::fresh_store());

@@ -1,0 +1,200 @@
+//! Event rows in SQLite: the columns read, a row decoded, an event
+//! inserted. An event's longest text is stored out of its payload as the
+//! blob its snapshots name too (schema 11), and spliced back on read.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use stream_core::{
+    Authorship, EventId, NewEvent, Sha256Hex, SourceName, StoredEvent, canon::sha256, parts,
+};
+
+use crate::sqlite::{backend, cached_row, insert_blob, invalid, now_ms, raw_key, to_i64};
+use crate::{EventQuery, StoreError};
+
+/// An event's columns, with the text cut out of its payload (schema 11)
+/// joined from its blob: `FROM {EVENTS}` goes with them.
+const EVENT_COLUMNS: &str = "e.id, e.source, e.seq, e.type, e.version, e.authorship, e.sensitive, \
+                             e.root, e.parent, e.payload, e.payload_sha256, e.recorded_at, \
+                             e.text_at, t.bytes";
+const EVENTS: &str = "events e LEFT JOIN blobs t ON t.sha256 = e.text_sha";
+
+// Ids and the payload hash as their 32 raw bytes (schema 10).
+type RawEvent = (
+    Vec<u8>,
+    String,
+    i64,
+    String,
+    i64,
+    String,
+    bool,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<u8>,
+    Vec<u8>,
+    i64,
+    Option<i64>,
+    Option<Vec<u8>>,
+);
+
+// rusqlite converts a row into a tuple of its columns, each checked.
+fn raw_event(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEvent> {
+    RawEvent::try_from(r)
+}
+
+/// The payload as appended: the stored bytes, with the text cut out at
+/// `text_at` spliced back from its blob, which must be there and must make
+/// the bytes hash to the event's payload hash.
+fn whole_payload(
+    stored: Vec<u8>,
+    text_at: Option<i64>,
+    text: Option<Vec<u8>>,
+    hash: &Sha256Hex,
+) -> Result<Vec<u8>, StoreError> {
+    let (at, text) = match (text_at, text) {
+        (None, None) => return Ok(stored),
+        (Some(at), Some(text)) => (at, text),
+        (Some(_), None) => return Err(invalid("event text: missing")),
+        (None, Some(_)) => return Err(invalid("event text")),
+    };
+    let at = usize::try_from(at).map_err(|_| invalid("event text"))?;
+    let text = std::str::from_utf8(&text).map_err(|_| invalid("event text"))?;
+    let payload = parts::splice_text(&stored, at, text).ok_or_else(|| invalid("event text"))?;
+    if sha256(&payload) != *hash {
+        return Err(invalid("event text: altered"));
+    }
+    Ok(payload)
+}
+
+fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
+    let (
+        id,
+        source,
+        seq,
+        ty,
+        version,
+        authorship,
+        sensitive,
+        root,
+        parent,
+        payload,
+        hash,
+        at,
+        text_at,
+        text,
+    ) = raw;
+    let what = "event";
+    let payload_sha256 = Sha256Hex::from_bytes(raw_key(&hash, what)?);
+    let payload = whole_payload(payload, text_at, text, &payload_sha256)?;
+    Ok(StoredEvent {
+        event: NewEvent {
+            id: EventId::from_bytes(raw_key(&id, what)?),
+            source: SourceName::new(source).map_err(|_| invalid(what))?,
+            event_type: ty,
+            version: u32::try_from(version).map_err(|_| invalid(what))?,
+            authorship: Authorship::parse(&authorship).ok_or_else(|| invalid(what))?,
+            sensitive,
+            root: root
+                .as_deref()
+                .map(|r| raw_key(r, what).map(EventId::from_bytes))
+                .transpose()?,
+            parent: parent
+                .as_deref()
+                .map(|p| raw_key(p, what).map(EventId::from_bytes))
+                .transpose()?,
+            payload,
+            payload_sha256,
+        },
+        seq: u64::try_from(seq).map_err(|_| invalid(what))?,
+        recorded_at_ms: at,
+    })
+}
+
+pub(crate) fn read_event(c: &Connection, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
+    let sql = format!("SELECT {EVENT_COLUMNS} FROM {EVENTS} WHERE e.id = ?1");
+    cached_row(c, &sql, [id.to_bytes()], raw_event)
+        .optional()
+        .map_err(backend)?
+        .map(decode_event)
+        .transpose()
+}
+
+pub(crate) fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
+    let mut sql = format!("SELECT {EVENT_COLUMNS} FROM {EVENTS} WHERE 1=1");
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    if let Some(source) = &q.source {
+        args.push(source.as_str().to_owned().into());
+        sql.push_str(&format!(" AND e.source = ?{}", args.len()));
+        args.push(to_i64(q.after_seq)?.into());
+        sql.push_str(&format!(" AND e.seq > ?{}", args.len()));
+        if let Some(before) = q.before_seq {
+            args.push(to_i64(before)?.into());
+            sql.push_str(&format!(" AND e.seq < ?{}", args.len()));
+        }
+    }
+    if let Some(ty) = &q.event_type {
+        args.push(ty.clone().into());
+        sql.push_str(&format!(" AND e.type = ?{}", args.len()));
+    }
+    if let Some(root) = &q.root {
+        args.push(root.to_bytes().to_vec().into());
+        sql.push_str(&format!(" AND e.root = ?{}", args.len()));
+    }
+    sql.push_str(if q.source.is_some() {
+        " ORDER BY e.seq"
+    } else {
+        " ORDER BY e.pos"
+    });
+    if q.descending {
+        sql.push_str(" DESC");
+    }
+    if let Some(limit) = q.limit {
+        args.push(to_i64(limit as u64)?.into());
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(args), raw_event)
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    rows.into_iter().map(decode_event).collect()
+}
+
+/// Inserts `event` at `seq`, its text cut out into a blob.
+pub(crate) fn insert_event(c: &Connection, event: &NewEvent, seq: u64) -> Result<(), StoreError> {
+    // A message or reply is stored once: as the text blob a snapshot's
+    // transcript names too (schema 11).
+    let cut = parts::cut_text(&event.payload);
+    let text_sha = cut
+        .as_ref()
+        .map(|cut| insert_blob(c, cut.text.as_bytes()))
+        .transpose()?;
+    let (payload, text_at) = match &cut {
+        Some(cut) => (cut.stored.as_slice(), Some(to_i64(cut.at as u64)?)),
+        None => (event.payload.as_slice(), None),
+    };
+    c.prepare_cached(
+        "INSERT INTO events (id, source, seq, type, version, authorship, sensitive, root, \
+         parent, payload, payload_sha256, recorded_at, text_at, text_sha) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            event.id.to_bytes(),
+            event.source.as_str(),
+            to_i64(seq).unwrap_or(i64::MAX),
+            event.event_type,
+            event.version,
+            event.authorship.as_str(),
+            event.sensitive,
+            event.root.as_ref().map(EventId::to_bytes),
+            event.parent.as_ref().map(EventId::to_bytes),
+            payload,
+            event.payload_sha256.to_bytes(),
+            now_ms(),
+            text_at,
+            text_sha.as_ref().map(Sha256Hex::to_bytes),
+        ])
+    })
+    .map_err(backend)?;
+    Ok(())
+}
