@@ -1,6 +1,7 @@
 //! Event rows in SQLite: the columns read, a row decoded, an event
 //! inserted. An event's longest text is stored out of its payload as the
-//! blob its snapshots name too (schema 11), and spliced back on read.
+//! blob its snapshots name too (schema 11), and spliced back on read; its
+//! source and type are codes into `names` (schema 12).
 
 use rusqlite::{Connection, OptionalExtension, params};
 use stream_core::{
@@ -10,12 +11,32 @@ use stream_core::{
 use crate::sqlite::{backend, cached_row, insert_blob, invalid, now_ms, raw_key, to_i64};
 use crate::{EventQuery, StoreError};
 
-/// An event's columns, with the text cut out of its payload (schema 11)
-/// joined from its blob: `FROM {EVENTS}` goes with them.
-const EVENT_COLUMNS: &str = "e.id, e.source, e.seq, e.type, e.version, e.authorship, e.sensitive, \
+/// An event's columns, its source and type named from their codes
+/// (schema 12) and the text cut out of its payload (schema 11) joined from
+/// its blob: `FROM {EVENTS}` goes with them.
+const EVENT_COLUMNS: &str = "e.id, s.name, e.seq, y.name, e.version, e.authorship, e.sensitive, \
                              e.root, e.parent, e.payload, e.payload_sha256, e.recorded_at, \
                              e.text_at, t.bytes";
-const EVENTS: &str = "events e LEFT JOIN blobs t ON t.sha256 = e.text_sha";
+const EVENTS: &str = "events e JOIN names s ON s.code = e.source JOIN names y ON y.code = e.type \
+                      LEFT JOIN blobs t ON t.sha256 = e.text_sha";
+
+/// The code of the name bound as parameter `n`, inside a query: a name
+/// never stored has none, and matches no event.
+fn code_of(n: usize) -> String {
+    format!("(SELECT code FROM names WHERE name = ?{n})")
+}
+
+/// The code of `name`, given to it now if it has none. Codes are never
+/// reassigned, so a code read once stays right.
+fn name_code(c: &Connection, name: &str) -> Result<i64, StoreError> {
+    c.prepare_cached("INSERT OR IGNORE INTO names (name) VALUES (?1)")
+        .and_then(|mut s| s.execute([name]))
+        .map_err(backend)?;
+    cached_row(c, "SELECT code FROM names WHERE name = ?1", [name], |r| {
+        r.get(0)
+    })
+    .map_err(backend)
+}
 
 // Ids and the payload hash as their 32 raw bytes (schema 10).
 type RawEvent = (
@@ -118,11 +139,25 @@ pub(crate) fn read_event(c: &Connection, id: &EventId) -> Result<Option<StoredEv
 }
 
 pub(crate) fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEvent>, StoreError> {
+    let (sql, args) = query_sql(q)?;
+    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(args), raw_event)
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    rows.into_iter().map(decode_event).collect()
+}
+
+/// The query `read_events` runs for `q`, and its parameters.
+pub(crate) fn query_sql(
+    q: &EventQuery,
+) -> Result<(String, Vec<rusqlite::types::Value>), StoreError> {
     let mut sql = format!("SELECT {EVENT_COLUMNS} FROM {EVENTS} WHERE 1=1");
     let mut args: Vec<rusqlite::types::Value> = Vec::new();
     if let Some(source) = &q.source {
         args.push(source.as_str().to_owned().into());
-        sql.push_str(&format!(" AND e.source = ?{}", args.len()));
+        sql.push_str(&format!(" AND e.source = {}", code_of(args.len())));
         args.push(to_i64(q.after_seq)?.into());
         sql.push_str(&format!(" AND e.seq > ?{}", args.len()));
         if let Some(before) = q.before_seq {
@@ -132,7 +167,7 @@ pub(crate) fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEv
     }
     if let Some(ty) = &q.event_type {
         args.push(ty.clone().into());
-        sql.push_str(&format!(" AND e.type = ?{}", args.len()));
+        sql.push_str(&format!(" AND e.type = {}", code_of(args.len())));
     }
     if let Some(root) = &q.root {
         args.push(root.to_bytes().to_vec().into());
@@ -150,16 +185,11 @@ pub(crate) fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEv
         args.push(to_i64(limit as u64)?.into());
         sql.push_str(&format!(" LIMIT ?{}", args.len()));
     }
-    let mut stmt = c.prepare_cached(&sql).map_err(backend)?;
-    let rows = stmt
-        .query_map(rusqlite::params_from_iter(args), raw_event)
-        .map_err(backend)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(backend)?;
-    rows.into_iter().map(decode_event).collect()
+    Ok((sql, args))
 }
 
-/// Inserts `event` at `seq`, its text cut out into a blob.
+/// Inserts `event` at `seq`, its source and type as codes and its text cut
+/// out into a blob.
 pub(crate) fn insert_event(c: &Connection, event: &NewEvent, seq: u64) -> Result<(), StoreError> {
     // A message or reply is stored once: as the text blob a snapshot's
     // transcript names too (schema 11).
@@ -168,6 +198,8 @@ pub(crate) fn insert_event(c: &Connection, event: &NewEvent, seq: u64) -> Result
         .as_ref()
         .map(|cut| insert_blob(c, cut.text.as_bytes()))
         .transpose()?;
+    let source = name_code(c, event.source.as_str())?;
+    let event_type = name_code(c, &event.event_type)?;
     let (payload, text_at) = match &cut {
         Some(cut) => (cut.stored.as_slice(), Some(to_i64(cut.at as u64)?)),
         None => (event.payload.as_slice(), None),
@@ -180,9 +212,9 @@ pub(crate) fn insert_event(c: &Connection, event: &NewEvent, seq: u64) -> Result
     .and_then(|mut stmt| {
         stmt.execute(params![
             event.id.to_bytes(),
-            event.source.as_str(),
+            source,
             to_i64(seq).unwrap_or(i64::MAX),
-            event.event_type,
+            event_type,
             event.version,
             event.authorship.as_str(),
             event.sensitive,

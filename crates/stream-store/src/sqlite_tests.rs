@@ -25,6 +25,41 @@ fn listing_sources_seeks_the_index_instead_of_scanning_every_event() {
     );
 }
 
+/// Reads by source and by type seek their indexes through the code of the
+/// name (schema 12), and read the names and a text by key.
+#[test]
+fn reads_by_source_and_type_seek_their_indexes_through_the_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    let source = SourceName::new("telegram:1".to_owned()).unwrap();
+    let queries = [
+        (
+            EventQuery::source_after(&source, 3),
+            "sqlite_autoindex_events_2 (source=? AND seq>?)",
+        ),
+        (EventQuery::of_type("test.event"), "events_by_type (type=?)"),
+    ];
+    for (query, index) in queries {
+        let (sql, args) = crate::sqlite_events::query_sql(&query).unwrap();
+        let plan: Vec<String> = store.with_reader(|c| {
+            let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            stmt.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        });
+        assert!(
+            plan.iter()
+                .any(|step| step.starts_with("SEARCH e USING INDEX") && step.ends_with(index)),
+            "{plan:?}"
+        );
+        assert!(
+            plan.iter().all(|step| !step.starts_with("SCAN")),
+            "{plan:?}"
+        );
+    }
+}
+
 /// The bundled SQLite is built with `SQLITE_ENABLE_STAT4`, under which a
 /// statement whose WHERE binds an indexed column is compiled again at every
 /// step after new bindings: the statement cache saved nothing, and a

@@ -404,10 +404,12 @@ fn proposal_ids_may_be_unique_prefixes_of_at_least_12_hex_digits() {
     );
     // Two proposal rows sharing a 12-digit prefix (copied in the SQLite file).
     let conn = rusqlite::Connection::open(&s.w.path).unwrap();
+    conn.execute("INSERT INTO names (name) VALUES ('agent:copies')", [])
+        .unwrap();
     for (seq, suffix) in [(1, "1"), (2, "2")] {
         conn.execute(
-            "INSERT INTO events (id, source, seq, type, version, authorship, sensitive, root, parent, payload, payload_sha256, recorded_at) \
-             SELECT unhex(?1), 'agent:copies', ?2, type, version, authorship, sensitive, root, parent, payload, payload_sha256, recorded_at FROM events WHERE id = unhex(?3)",
+            "INSERT INTO events (id, source, seq, type, version, authorship, sensitive, root, parent, payload, payload_sha256, recorded_at, text_at, text_sha) \
+             SELECT unhex(?1), (SELECT code FROM names WHERE name = 'agent:copies'), ?2, type, version, authorship, sensitive, root, parent, payload, payload_sha256, recorded_at, text_at, text_sha FROM events WHERE id = unhex(?3)",
             rusqlite::params![format!("abcdefabcdef{}", suffix.repeat(52)), seq, s.w.memory.as_str()],
         )
         .unwrap();
@@ -537,8 +539,10 @@ fn memory_failures_exit_by_reason_and_leave_memory_md_unchanged() {
 #[test]
 fn a_refused_write_is_recorded_as_write() {
     let mut s = Scene::new();
-    // 32,768 three-byte characters: 96 KiB, over the 64 KiB limit below.
-    let big = "€".repeat(32_768);
+    // 32,768 four-byte characters (the most a proposal holds): 128 KiB,
+    // over the 96 KiB limit below, which leaves the store's own writes (a
+    // WAL of up to 24 pages) room.
+    let big = "\u{1D11E}".repeat(32_768);
     let proposal = s.propose(MemoryOperation::Append, &big);
     // Start the WAL from zero so the store's own writes stay under the limit.
     rusqlite::Connection::open(&s.w.path)
@@ -559,8 +563,8 @@ fn a_refused_write_is_recorded_as_write() {
     unsafe {
         cmd.pre_exec(|| {
             let limit = libc::rlimit {
-                rlim_cur: 64 * 1024,
-                rlim_max: 64 * 1024,
+                rlim_cur: 96 * 1024,
+                rlim_max: 96 * 1024,
             };
             if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
                 return Err(std::io::Error::last_os_error());

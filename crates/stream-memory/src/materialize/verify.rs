@@ -146,7 +146,8 @@ mod tests {
             "UPDATE document_versions SET content_type = 'text/plain' WHERE version_id = ?1",
             "UPDATE document_versions SET prev_version = NULL WHERE version_id = ?1",
             "UPDATE blobs SET bytes = x'00' WHERE sha256 = (SELECT sha256 FROM document_versions WHERE version_id = ?1)",
-            "DELETE FROM events WHERE type = 'stream.filesystem.file.changed' AND json_extract(payload, '$.versionId') = ?1",
+            "DELETE FROM events WHERE type = (SELECT code FROM names WHERE name = 'stream.filesystem.file.changed') \
+             AND json_extract(payload, '$.versionId') = ?1",
         ];
         for sql in tampering {
             let (_dir, store, path) = scanned_pair();

@@ -590,7 +590,7 @@ fn a_forged_outcome_fails_closed() {
     receipt(&mem, &decision, mem.run(&decision).unwrap());
     let conn = rusqlite::Connection::open(&mem.w.path).unwrap();
     conn.execute(
-        "UPDATE events SET authorship = 'human' WHERE type = ?1",
+        "UPDATE events SET authorship = 'human' WHERE type = (SELECT code FROM names WHERE name = ?1)",
         [MemoryChangeMaterialized::TYPE],
     )
     .unwrap();

@@ -144,7 +144,7 @@ fn a_proposal_the_receipt_does_not_name_fails() {
     // only the chain check, not the envelope hash, can notice).
     let receipt: (String, Vec<u8>) = conn
         .query_row(
-            "SELECT lower(hex(id)), payload FROM events WHERE type = 'stream.thought.agent.run.completed' AND payload LIKE ?1",
+            "SELECT lower(hex(id)), payload FROM events WHERE type = (SELECT code FROM names WHERE name = 'stream.thought.agent.run.completed') AND payload LIKE ?1",
             [format!("%{}%", w.memory)],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )

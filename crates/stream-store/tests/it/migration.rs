@@ -394,6 +394,23 @@ fn assert_raw_ids(path: &Path, table: &str, columns: &[&str]) {
     assert_eq!(other, 0, "{table}: ids not 32 raw bytes");
 }
 
+/// Every event's source and type is a code, and every name is stored once.
+fn assert_names_coded(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM events WHERE typeof(source) != 'integer' \
+             OR typeof(type) != 'integer'"
+        ),
+        0
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM names"),
+        count("SELECT count(*) FROM (SELECT source FROM events UNION SELECT type FROM events)")
+    );
+}
+
 fn assert_raw_event_ids(path: &Path) {
     assert_raw_ids(path, "events", &["id", "root", "parent", "payload_sha256"]);
 }
@@ -429,13 +446,33 @@ type EventRow = (
     i64,
 );
 
+/// A name column as its string: stored so before schema 12, a code into
+/// `names` since.
+fn name(path: &Path, column: &str) -> String {
+    let coded: bool = Connection::open(path)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'names'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    if coded {
+        format!("(SELECT name FROM names WHERE code = {column})")
+    } else {
+        column.to_owned()
+    }
+}
+
 fn events(path: &Path) -> Vec<EventRow> {
     rows(
         path,
         &format!(
-            "SELECT pos, {}, source, seq, type, {}, {}, payload, {}, recorded_at \
+            "SELECT pos, {}, {}, seq, {}, {}, {}, payload, {}, recorded_at \
              FROM events ORDER BY pos",
             key("id"),
+            name(path, "source"),
+            name(path, "type"),
             key("root"),
             key("parent"),
             key("payload_sha256"),
@@ -533,6 +570,25 @@ fn the_binary_id_rebuild_keeps_every_event_and_run_and_never_reuses_a_position()
         .count();
     assert!(expected > 0);
     assert_eq!(rooted.len(), expected);
+    // Since schema 12 sources and types are codes, each name once, and
+    // reads by source and by type find what they found before.
+    assert_names_coded(&path);
+    for (_, _, source, ..) in &before {
+        let source = stream_core::SourceName::new(source.clone()).unwrap();
+        let listed = store
+            .events(&stream_store::EventQuery::source_after(&source, 0))
+            .unwrap();
+        assert_eq!(
+            listed.len(),
+            before.iter().filter(|e| e.2 == source.as_str()).count()
+        );
+    }
+    for (_, _, _, _, ty, ..) in &before {
+        let listed = store
+            .events(&stream_store::EventQuery::of_type(ty))
+            .unwrap();
+        assert_eq!(listed.len(), before.iter().filter(|e| &e.4 == ty).count());
+    }
     drop(store);
     let check: String = Connection::open(&path)
         .unwrap()
@@ -553,6 +609,7 @@ fn a_fresh_store_keys_events_and_runs_by_their_raw_ids() {
     assert!(!events(&path).is_empty());
     assert!(runs(&path).iter().any(|r| r.7.is_some()));
     assert_raw_event_ids(&path);
+    assert_names_coded(&path);
     assert_raw_run_ids(&path);
 }
 
