@@ -262,7 +262,7 @@ fn snapshots_per_turn() {
     let text_per_turn = own_text as f64 / TURNS as f64;
     println!("{TURNS} turns, 64 KiB memory.md, 400 + 500 characters of new text a turn");
     println!(
-        "  stored {:.1} KiB/turn against {:.1} KiB of new text ({:.0}x)",
+        "  stored {:.3} KiB/turn against {:.1} KiB of new text ({:.0}x)",
         per_turn / 1024.0,
         text_per_turn / 1024.0,
         per_turn / text_per_turn

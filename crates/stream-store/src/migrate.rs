@@ -268,7 +268,7 @@ const MIGRATIONS: &[Step] = &[
     Step::Sql(
         r#"
     ALTER TABLE events ADD COLUMN text_at INTEGER;
-    ALTER TABLE events ADD COLUMN text_sha BLOB REFERENCES blobs (sha256);
+    ALTER TABLE events ADD COLUMN text_sha BLOB;
     "#,
     ),
     // 12: an event's source and type are codes into `names` instead of
@@ -298,7 +298,7 @@ const MIGRATIONS: &[Step] = &[
         payload_sha256 BLOB NOT NULL,
         recorded_at    INTEGER NOT NULL,
         text_at        INTEGER,
-        text_sha       BLOB REFERENCES blobs (sha256),
+        text_sha       BLOB,
         UNIQUE (source, seq)
     );
     INSERT INTO events_raw
@@ -314,6 +314,47 @@ const MIGRATIONS: &[Step] = &[
     CREATE INDEX events_by_root ON events (root, pos);
     "#,
     )),
+    // 13: a blob is found by an index on the first 8 bytes of its key
+    // (`sqlite::BLOB_KEY`) instead of a unique index on all 32, a third the
+    // size (about 0.5 KiB a turn); the row still holds the whole key, and
+    // every lookup compares it. Keys are unique because `INSERT_BLOB` stores
+    // a key only when it finds none, inside the one write transaction. A
+    // foreign key needs a unique parent, so `snapshots.root`,
+    // `document_versions.sha256` and `events.text_sha` no longer declare
+    // theirs: what they name is checked where it is read (a missing or
+    // altered blob is a typed refusal), as it always was. Rows keep their
+    // order. A snapshot's id becomes its 32 raw bytes, the last id kept as
+    // hex (as at 10).
+    Step::Rebuild(
+        r#"
+    CREATE TABLE blobs_raw (
+        sha256 BLOB NOT NULL,
+        bytes  BLOB NOT NULL
+    );
+    INSERT INTO blobs_raw (rowid, sha256, bytes) SELECT rowid, sha256, bytes FROM blobs ORDER BY rowid;
+    DROP TABLE blobs;
+    ALTER TABLE blobs_raw RENAME TO blobs;
+    CREATE INDEX blobs_by_key ON blobs (substr(sha256, 1, 8));
+    CREATE TABLE snapshots_raw (
+        id   BLOB PRIMARY KEY,
+        root BLOB NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO snapshots_raw (id, root) SELECT unhex(id), root FROM snapshots;
+    DROP TABLE snapshots;
+    ALTER TABLE snapshots_raw RENAME TO snapshots;
+    CREATE TABLE document_versions_raw (
+        version_id   TEXT PRIMARY KEY,
+        doc_id       TEXT NOT NULL REFERENCES documents (doc_id),
+        sha256       BLOB NOT NULL,
+        size         INTEGER NOT NULL,
+        content_type TEXT NOT NULL,
+        prev_version TEXT
+    ) WITHOUT ROWID;
+    INSERT INTO document_versions_raw SELECT * FROM document_versions;
+    DROP TABLE document_versions;
+    ALTER TABLE document_versions_raw RENAME TO document_versions;
+    "#,
+    ),
 ];
 
 /// The newest schema version this build knows.
@@ -629,9 +670,23 @@ mod tests {
         let path = dir.path().join("s.db");
         drop(crate::SqliteStore::open(&path).unwrap());
         let conn = Connection::open(&path).unwrap();
+        // Every way the store looks a blob up by key (schema 13: by the
+        // index on the key's first 8 bytes).
+        let key = crate::sqlite::blob_key;
         for query in [
-            "SELECT bytes FROM blobs WHERE sha256 = ?1",
-            "SELECT k.key, b.bytes FROM json_each(?1) k JOIN blobs b ON b.sha256 = unhex(k.value)",
+            format!("SELECT bytes FROM blobs b WHERE {}", key("b.sha256", "?1")),
+            format!(
+                "SELECT k.key, b.bytes FROM json_each(?1) k JOIN blobs b ON {}",
+                key("b.sha256", "unhex(k.value)")
+            ),
+            format!(
+                "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE {})",
+                key("b.sha256", "?1")
+            ),
+            format!(
+                "SELECT b.bytes FROM events e LEFT JOIN blobs b ON {} WHERE e.pos = ?1",
+                key("b.sha256", "e.text_sha")
+            ),
         ] {
             let plan: Vec<String> = conn
                 .prepare(&format!("EXPLAIN QUERY PLAN {query}"))
@@ -642,7 +697,7 @@ mod tests {
                 .unwrap();
             assert!(
                 plan.iter()
-                    .any(|step| step.starts_with("SEARCH b") && step.contains("USING INDEX")),
+                    .any(|step| step.starts_with("SEARCH b USING INDEX blobs_by_key")),
                 "{query}: {plan:?}"
             );
         }

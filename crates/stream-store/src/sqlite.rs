@@ -175,15 +175,28 @@ pub(crate) fn to_i64(n: u64) -> Result<i64, StoreError> {
 
 // --- reads shared by the store (reader connection) and a transaction (writer) ---
 
+/// Where blob column `column` equals key `key` (SQL expressions): through
+/// the index on the key's first 8 bytes (schema 13), then the whole key.
+/// Every lookup of a blob by key is written with it.
+pub(crate) fn blob_key(column: &str, key: &str) -> String {
+    format!("substr({column}, 1, 8) = substr({key}, 1, 8) AND {column} = {key}")
+}
+
+/// Stores blob `?2` under key `?1` unless a blob has that key: keys are
+/// unique because every insert is this one, inside the single write
+/// transaction (schema 13 has no unique index to do it).
+pub(crate) fn insert_blob_sql() -> String {
+    format!(
+        "INSERT INTO blobs (sha256, bytes) SELECT ?1, ?2 \
+         WHERE NOT EXISTS (SELECT 1 FROM blobs WHERE {})",
+        blob_key("sha256", "?1")
+    )
+}
+
 /// Stores `bytes` under their SHA-256, once.
 pub(crate) fn insert_blob(c: &Connection, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
     let sha = sha256(bytes);
-    cached_execute(
-        c,
-        "INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)",
-        params![sha.to_bytes(), bytes],
-    )
-    .map_err(backend)?;
+    cached_execute(c, &insert_blob_sql(), params![sha.to_bytes(), bytes]).map_err(backend)?;
     Ok(sha)
 }
 
@@ -372,9 +385,12 @@ fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, St
 }
 
 pub(crate) fn read_blob(c: &Connection, sha: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
-    c.prepare_cached("SELECT bytes FROM blobs WHERE sha256 = ?1")
-        .and_then(|mut s| s.query_row([sha.to_bytes()], |r| r.get(0)).optional())
-        .map_err(backend)
+    c.prepare_cached(&format!(
+        "SELECT bytes FROM blobs WHERE {}",
+        blob_key("sha256", "?1")
+    ))
+    .and_then(|mut s| s.query_row([sha.to_bytes()], |r| r.get(0)).optional())
+    .map_err(backend)
 }
 
 macro_rules! impl_read {

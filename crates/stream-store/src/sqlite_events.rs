@@ -8,17 +8,22 @@ use stream_core::{
     Authorship, EventId, NewEvent, Sha256Hex, SourceName, StoredEvent, canon::sha256, parts,
 };
 
-use crate::sqlite::{backend, cached_row, insert_blob, invalid, now_ms, raw_key, to_i64};
+use crate::sqlite::{backend, blob_key, cached_row, insert_blob, invalid, now_ms, raw_key, to_i64};
 use crate::{EventQuery, StoreError};
 
 /// An event's columns, its source and type named from their codes
 /// (schema 12) and the text cut out of its payload (schema 11) joined from
-/// its blob: `FROM {EVENTS}` goes with them.
+/// its blob: `FROM {events()}` goes with them.
 const EVENT_COLUMNS: &str = "e.id, s.name, e.seq, y.name, e.version, e.authorship, e.sensitive, \
                              e.root, e.parent, e.payload, e.payload_sha256, e.recorded_at, \
                              e.text_at, t.bytes";
-const EVENTS: &str = "events e JOIN names s ON s.code = e.source JOIN names y ON y.code = e.type \
-                      LEFT JOIN blobs t ON t.sha256 = e.text_sha";
+fn events() -> String {
+    format!(
+        "events e JOIN names s ON s.code = e.source JOIN names y ON y.code = e.type \
+         LEFT JOIN blobs t ON {}",
+        blob_key("t.sha256", "e.text_sha")
+    )
+}
 
 /// The code of the name bound as parameter `n`, inside a query: a name
 /// never stored has none, and matches no event.
@@ -130,7 +135,7 @@ fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
 }
 
 pub(crate) fn read_event(c: &Connection, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
-    let sql = format!("SELECT {EVENT_COLUMNS} FROM {EVENTS} WHERE e.id = ?1");
+    let sql = format!("SELECT {EVENT_COLUMNS} FROM {} WHERE e.id = ?1", events());
     cached_row(c, &sql, [id.to_bytes()], raw_event)
         .optional()
         .map_err(backend)?
@@ -153,7 +158,7 @@ pub(crate) fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEv
 pub(crate) fn query_sql(
     q: &EventQuery,
 ) -> Result<(String, Vec<rusqlite::types::Value>), StoreError> {
-    let mut sql = format!("SELECT {EVENT_COLUMNS} FROM {EVENTS} WHERE 1=1");
+    let mut sql = format!("SELECT {EVENT_COLUMNS} FROM {} WHERE 1=1", events());
     let mut args: Vec<rusqlite::types::Value> = Vec::new();
     if let Some(source) = &q.source {
         args.push(source.as_str().to_owned().into());

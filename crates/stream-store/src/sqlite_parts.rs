@@ -8,10 +8,11 @@ use stream_core::{Sha256Hex, SnapshotId};
 
 use crate::StoreError;
 use crate::parts::{check_snapshot, join_snapshot, split_snapshot};
-use crate::sqlite::{backend, raw_key, read_blob};
+use crate::sqlite::{backend, blob_key, insert_blob_sql, raw_key, read_blob};
 
-/// How blob keys are written: 64 hex digits before the binary-key rebuild
-/// (schema 1's rewrite into parts runs there), 32 raw bytes since.
+/// How blob keys (and snapshot ids) are written: 64 hex digits before the
+/// binary-key rebuild (schema 1's rewrite into parts runs there), 32 raw
+/// bytes since (snapshot ids since schema 13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyForm {
     Hex,
@@ -23,6 +24,15 @@ impl KeyForm {
         match self {
             Self::Hex => Value::Text(sha.as_str().to_owned()),
             Self::Raw => Value::Blob(sha.to_bytes().to_vec()),
+        }
+    }
+
+    /// A snapshot id as `snapshots.id` holds it: hex until schema 13, raw
+    /// bytes since (the rewrite of schema 1 runs before, with `Hex`).
+    fn id(self, id: &SnapshotId) -> Value {
+        match self {
+            Self::Hex => Value::Text(id.as_str().to_owned()),
+            Self::Raw => Value::Blob(id.to_bytes().to_vec()),
         }
     }
 }
@@ -38,19 +48,19 @@ pub(crate) fn put_snapshot(
     check_snapshot(id, bytes)?;
     let stored = c
         .prepare_cached("SELECT 1 FROM snapshots WHERE id = ?1")
-        .and_then(|mut s| s.exists([id.as_str()]))
+        .and_then(|mut s| s.exists([form.id(id)]))
         .map_err(backend)?;
     if stored {
         return Ok(());
     }
     let split = split_snapshot(bytes);
     for (sha, part) in &split.parts {
-        c.prepare_cached("INSERT OR IGNORE INTO blobs (sha256, bytes) VALUES (?1, ?2)")
+        c.prepare_cached(&insert_blob_sql())
             .and_then(|mut s| s.execute(params![form.key(sha), part]))
             .map_err(backend)?;
     }
     c.prepare_cached("INSERT INTO snapshots (id, root) VALUES (?1, ?2)")
-        .and_then(|mut s| s.execute(params![id.as_str(), form.key(&split.root)]))
+        .and_then(|mut s| s.execute(params![form.id(id), form.key(&split.root)]))
         .map_err(backend)?;
     Ok(())
 }
@@ -59,7 +69,7 @@ pub(crate) fn put_snapshot(
 fn snapshot_root(c: &Connection, id: &SnapshotId) -> Result<Option<String>, StoreError> {
     let root: Option<Vec<u8>> = c
         .prepare_cached("SELECT root FROM snapshots WHERE id = ?1")
-        .and_then(|mut s| s.query_row([id.as_str()], |r| r.get(0)).optional())
+        .and_then(|mut s| s.query_row([KeyForm::Raw.id(id)], |r| r.get(0)).optional())
         .map_err(backend)?;
     root.map(|raw| {
         raw_key(&raw, &format!("snapshot {id}"))
@@ -92,9 +102,10 @@ fn read_level(c: &Connection, level: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>
         .map_err(|e| StoreError::Backend(e.to_string()))?;
     let mut out = vec![None; level.len()];
     let mut stmt = c
-        .prepare_cached(
-            "SELECT k.key, b.bytes FROM json_each(?1) k JOIN blobs b ON b.sha256 = unhex(k.value)",
-        )
+        .prepare_cached(&format!(
+            "SELECT k.key, b.bytes FROM json_each(?1) k JOIN blobs b ON {}",
+            blob_key("b.sha256", "unhex(k.value)")
+        ))
         .map_err(backend)?;
     let mut rows = stmt.query([keys]).map_err(backend)?;
     while let Some(row) = rows.next().map_err(backend)? {

@@ -168,9 +168,9 @@ fn a_broken_chain_is_excluded_not_exported() {
     let deleted = conn
         .execute(
             "DELETE FROM blobs WHERE sha256 = (SELECT root FROM snapshots WHERE id = \
-             (SELECT json_extract(payload, '$.contextSnapshotId') FROM events \
+             unhex((SELECT json_extract(payload, '$.contextSnapshotId') FROM events \
              WHERE type = (SELECT code FROM names WHERE name = 'stream.thought.agent.run.completed') \
-             AND json_extract(payload, '$.outputEventId') = ?1))",
+             AND json_extract(payload, '$.outputEventId') = ?1)))",
             [w.earlier_output.as_str()],
         )
         .unwrap();

@@ -84,12 +84,12 @@ fn forged_lineage_fails_closed() {
         ),
         (
             "snapshot root part replaced",
-            "UPDATE blobs SET bytes = x'7b7d' WHERE sha256 = (SELECT root FROM snapshots WHERE id = (SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = unhex(?1)))",
+            "UPDATE blobs SET bytes = x'7b7d' WHERE sha256 = (SELECT root FROM snapshots WHERE id = unhex((SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = unhex(?1))))",
             ChainLink::Snapshot,
         ),
         (
             "snapshot root part deleted",
-            "DELETE FROM blobs WHERE sha256 = (SELECT root FROM snapshots WHERE id = (SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = unhex(?1)))",
+            "DELETE FROM blobs WHERE sha256 = (SELECT root FROM snapshots WHERE id = unhex((SELECT json_extract(payload, '$.proposer.contextSnapshotId') FROM events WHERE id = unhex(?1))))",
             ChainLink::Snapshot,
         ),
     ];
