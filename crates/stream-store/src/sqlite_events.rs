@@ -34,13 +34,20 @@ fn code_of(n: usize) -> String {
 /// The code of `name`, given to it now if it has none. Codes are never
 /// reassigned, so a code read once stays right.
 fn name_code(c: &Connection, name: &str) -> Result<i64, StoreError> {
-    c.prepare_cached("INSERT OR IGNORE INTO names (name) VALUES (?1)")
+    let code = |c: &Connection| {
+        cached_row(c, "SELECT code FROM names WHERE name = ?1", [name], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(backend)
+    };
+    if let Some(code) = code(c)? {
+        return Ok(code);
+    }
+    c.prepare_cached("INSERT INTO names (name) VALUES (?1)")
         .and_then(|mut s| s.execute([name]))
         .map_err(backend)?;
-    cached_row(c, "SELECT code FROM names WHERE name = ?1", [name], |r| {
-        r.get(0)
-    })
-    .map_err(backend)
+    code(c)?.ok_or_else(|| invalid("name"))
 }
 
 // Ids and the payload hash as their 32 raw bytes (schema 10).
