@@ -13,13 +13,14 @@ use crate::{EventQuery, StoreError};
 
 /// An event's columns, its source and type named from their codes
 /// (schema 12) and the text cut out of its payload (schema 11) joined from
-/// its blob: `FROM {events()}` goes with them.
+/// its blob: `FROM {events()}` goes with them. The joins are outer, so that
+/// a row whose name or text is missing is refused, not skipped.
 const EVENT_COLUMNS: &str = "e.id, s.name, e.seq, y.name, e.version, e.authorship, e.sensitive, \
                              e.root, e.parent, e.payload, e.payload_sha256, e.recorded_at, \
                              e.text_at, t.bytes";
 fn events() -> String {
     format!(
-        "events e JOIN names s ON s.code = e.source JOIN names y ON y.code = e.type \
+        "events e LEFT JOIN names s ON s.code = e.source LEFT JOIN names y ON y.code = e.type \
          LEFT JOIN blobs t ON {}",
         blob_key("t.sha256", "e.text_sha")
     )
@@ -53,9 +54,9 @@ fn name_code(c: &Connection, name: &str) -> Result<i64, StoreError> {
 // Ids and the payload hash as their 32 raw bytes (schema 10).
 type RawEvent = (
     Vec<u8>,
-    String,
+    Option<String>,
     i64,
-    String,
+    Option<String>,
     i64,
     String,
     bool,
@@ -115,6 +116,9 @@ fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
         text,
     ) = raw;
     let what = "event";
+    let (Some(source), Some(ty)) = (source, ty) else {
+        return Err(invalid("event name: missing"));
+    };
     let payload_sha256 = Sha256Hex::from_bytes(raw_key(&hash, what)?);
     let payload = whole_payload(payload, text_at, text, &payload_sha256)?;
     Ok(StoredEvent {

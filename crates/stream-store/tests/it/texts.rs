@@ -1,6 +1,7 @@
 //! An event's text stored once (schema 11): cut out of its payload into
 //! the blob its snapshot's transcript names, and refused by name when that
-//! blob is deleted or altered in the SQLite file.
+//! blob is deleted or altered in the SQLite file; likewise an event whose
+//! source or type name (schema 12) is deleted.
 
 use rusqlite::Connection;
 use serde_json::json;
@@ -138,4 +139,29 @@ fn a_text_held_twice_is_one_row() {
         )
         .unwrap();
     assert_eq!(rows, 1);
+}
+
+#[test]
+fn an_event_whose_name_is_deleted_is_refused_not_skipped() {
+    let (store, path, _dir) = temp_store();
+    let e = event("test:chat", "1", json!({"x": 1}));
+    store.append(&e).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    // The foreign key refuses it; a hand edit turns them off.
+    assert!(
+        conn.execute("DELETE FROM names WHERE name = 'test.event'", [])
+            .is_err()
+    );
+    conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    conn.execute("DELETE FROM names WHERE name = 'test.event'", [])
+        .unwrap();
+    for refusal in [
+        store.event(&e.id).map(|_| ()),
+        store.events(&Default::default()).map(|_| ()),
+    ] {
+        match refusal {
+            Err(StoreError::InvalidRow { what }) => assert_eq!(what, "event name: missing"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
 }
