@@ -23,6 +23,11 @@
 //! each also as a ratio to the raw transaction; before and after alternate
 //! round by round. Every round gets a fresh
 //! proposal, made untimed under a real stored snapshot.
+//!
+//! For comparison, `benches/langgraph_cycle.py` times LangGraph's
+//! propose -> `interrupt()` -> resume -> record cycle on its SQLite
+//! checkpointer with the same durability; run it in the same session (its
+//! header says how).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
