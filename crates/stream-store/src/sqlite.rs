@@ -3,7 +3,7 @@
 //! and a CLI decision can write one file safely.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::config::DbConfig;
@@ -184,19 +184,24 @@ pub(crate) fn blob_key(column: &str, key: &str) -> String {
 
 /// Stores blob `?2` under key `?1` unless a blob has that key: keys are
 /// unique because every insert is this one, inside the single write
-/// transaction (schema 13 has no unique index to do it).
-pub(crate) fn insert_blob_sql() -> String {
+/// transaction (schema 13 has no unique index to do it). Written once, not
+/// on each of the dozen inserts of a turn.
+pub(crate) static INSERT_BLOB: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO blobs (sha256, bytes) SELECT ?1, ?2 \
          WHERE NOT EXISTS (SELECT 1 FROM blobs WHERE {})",
         blob_key("sha256", "?1")
     )
-}
+});
+
+/// One blob's bytes by key.
+static READ_BLOB: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT bytes FROM blobs WHERE {}", blob_key("sha256", "?1")));
 
 /// Stores `bytes` under their SHA-256, once.
 pub(crate) fn insert_blob(c: &Connection, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
     let sha = sha256(bytes);
-    cached_execute(c, &insert_blob_sql(), params![sha.to_bytes(), bytes]).map_err(backend)?;
+    cached_execute(c, &INSERT_BLOB, params![sha.to_bytes(), bytes]).map_err(backend)?;
     Ok(sha)
 }
 
@@ -385,12 +390,9 @@ fn read_version(c: &Connection, id: &VersionId) -> Result<Option<VersionRow>, St
 }
 
 pub(crate) fn read_blob(c: &Connection, sha: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError> {
-    c.prepare_cached(&format!(
-        "SELECT bytes FROM blobs WHERE {}",
-        blob_key("sha256", "?1")
-    ))
-    .and_then(|mut s| s.query_row([sha.to_bytes()], |r| r.get(0)).optional())
-    .map_err(backend)
+    c.prepare_cached(&READ_BLOB)
+        .and_then(|mut s| s.query_row([sha.to_bytes()], |r| r.get(0)).optional())
+        .map_err(backend)
 }
 
 macro_rules! impl_read {

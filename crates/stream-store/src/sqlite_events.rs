@@ -3,6 +3,8 @@
 //! blob its snapshots name too (schema 11), and spliced back on read; its
 //! source and type are codes into `names` (schema 12).
 
+use std::sync::LazyLock;
+
 use rusqlite::{Connection, OptionalExtension, params};
 use stream_core::{
     Authorship, EventId, NewEvent, Sha256Hex, SourceName, StoredEvent, canon::sha256, parts,
@@ -13,18 +15,24 @@ use crate::{EventQuery, StoreError};
 
 /// An event's columns, its source and type named from their codes
 /// (schema 12) and the text cut out of its payload (schema 11) joined from
-/// its blob: `FROM {events()}` goes with them. The joins are outer, so that
+/// its blob ([`SELECT_EVENTS`]). The joins are outer, so that
 /// a row whose name or text is missing is refused, not skipped.
 const EVENT_COLUMNS: &str = "e.id, s.name, e.seq, y.name, e.version, e.authorship, e.sensitive, \
                              e.root, e.parent, e.payload, e.payload_sha256, e.recorded_at, \
                              e.text_at, t.bytes";
-fn events() -> String {
+/// `SELECT {EVENT_COLUMNS} FROM` the events with their joins, to which a
+/// read adds its conditions: written once, not on every read.
+static SELECT_EVENTS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "events e LEFT JOIN names s ON s.code = e.source LEFT JOIN names y ON y.code = e.type \
-         LEFT JOIN blobs t ON {}",
+        "SELECT {EVENT_COLUMNS} FROM events e \
+         LEFT JOIN names s ON s.code = e.source LEFT JOIN names y ON y.code = e.type \
+         LEFT JOIN blobs t ON {} WHERE 1=1",
         blob_key("t.sha256", "e.text_sha")
     )
-}
+});
+
+/// One event by id.
+static READ_EVENT: LazyLock<String> = LazyLock::new(|| format!("{} AND e.id = ?1", *SELECT_EVENTS));
 
 /// The code of the name bound as parameter `n`, inside a query: a name
 /// never stored has none, and matches no event.
@@ -146,8 +154,7 @@ fn decode_event(raw: RawEvent) -> Result<StoredEvent, StoreError> {
 }
 
 pub(crate) fn read_event(c: &Connection, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
-    let sql = format!("SELECT {EVENT_COLUMNS} FROM {} WHERE e.id = ?1", events());
-    cached_row(c, &sql, [id.to_bytes()], raw_event)
+    cached_row(c, &READ_EVENT, [id.to_bytes()], raw_event)
         .optional()
         .map_err(backend)?
         .map(decode_event)
@@ -169,7 +176,7 @@ pub(crate) fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEv
 pub(crate) fn query_sql(
     q: &EventQuery,
 ) -> Result<(String, Vec<rusqlite::types::Value>), StoreError> {
-    let mut sql = format!("SELECT {EVENT_COLUMNS} FROM {} WHERE 1=1", events());
+    let mut sql = SELECT_EVENTS.clone();
     let mut args: Vec<rusqlite::types::Value> = Vec::new();
     if let Some(source) = &q.source {
         args.push(source.as_str().to_owned().into());

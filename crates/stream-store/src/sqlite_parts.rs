@@ -2,13 +2,15 @@
 //! `blobs` (recognised by their header, schema 4), `snapshots` mapping an id
 //! to its root.
 
+use std::sync::LazyLock;
+
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
 use stream_core::{Sha256Hex, SnapshotId};
 
 use crate::StoreError;
 use crate::parts::{check_snapshot, join_snapshot, split_snapshot};
-use crate::sqlite::{backend, blob_key, insert_blob_sql, raw_key, read_blob};
+use crate::sqlite::{INSERT_BLOB, backend, blob_key, raw_key, read_blob};
 
 /// How blob keys (and snapshot ids) are written: 64 hex digits before the
 /// binary-key rebuild (schema 1's rewrite into parts runs there), 32 raw
@@ -20,22 +22,32 @@ pub(crate) enum KeyForm {
 }
 
 impl KeyForm {
-    fn key(self, sha: &Sha256Hex) -> Value {
+    /// A digest given as its hex and its raw bytes, as this form stores it.
+    fn value(self, hex: &str, raw: [u8; 32]) -> Value {
         match self {
-            Self::Hex => Value::Text(sha.as_str().to_owned()),
-            Self::Raw => Value::Blob(sha.to_bytes().to_vec()),
+            Self::Hex => Value::Text(hex.to_owned()),
+            Self::Raw => Value::Blob(raw.to_vec()),
         }
+    }
+
+    fn key(self, sha: &Sha256Hex) -> Value {
+        self.value(sha.as_str(), sha.to_bytes())
     }
 
     /// A snapshot id as `snapshots.id` holds it: hex until schema 13, raw
     /// bytes since (the rewrite of schema 1 runs before, with `Hex`).
     fn id(self, id: &SnapshotId) -> Value {
-        match self {
-            Self::Hex => Value::Text(id.as_str().to_owned()),
-            Self::Raw => Value::Blob(id.to_bytes().to_vec()),
-        }
+        self.value(id.as_str(), id.to_bytes())
     }
 }
+
+/// The bytes of a level's blobs by key (`read_level`), written once.
+static READ_LEVEL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT k.key, b.bytes FROM json_each(?1) k JOIN blobs b ON {}",
+        blob_key("b.sha256", "unhex(k.value)")
+    )
+});
 
 /// Stores `bytes` as the parts of snapshot `id`; a snapshot already stored
 /// is left as it is. Refuses bytes that do not hash to `id`.
@@ -55,7 +67,7 @@ pub(crate) fn put_snapshot(
     }
     let split = split_snapshot(bytes);
     for (sha, part) in &split.parts {
-        c.prepare_cached(&insert_blob_sql())
+        c.prepare_cached(&INSERT_BLOB)
             .and_then(|mut s| s.execute(params![form.key(sha), part]))
             .map_err(backend)?;
     }
@@ -101,12 +113,7 @@ fn read_level(c: &Connection, level: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>
     let keys = serde_json::to_string(&level.iter().map(Sha256Hex::as_str).collect::<Vec<_>>())
         .map_err(|e| StoreError::Backend(e.to_string()))?;
     let mut out = vec![None; level.len()];
-    let mut stmt = c
-        .prepare_cached(&format!(
-            "SELECT k.key, b.bytes FROM json_each(?1) k JOIN blobs b ON {}",
-            blob_key("b.sha256", "unhex(k.value)")
-        ))
-        .map_err(backend)?;
+    let mut stmt = c.prepare_cached(&READ_LEVEL).map_err(backend)?;
     let mut rows = stmt.query([keys]).map_err(backend)?;
     while let Some(row) = rows.next().map_err(backend)? {
         let at: i64 = row.get(0).map_err(backend)?;

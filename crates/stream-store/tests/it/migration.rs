@@ -54,6 +54,15 @@ fn whole_snapshots(path: &Path) -> Vec<(SnapshotId, Vec<u8>)> {
     .collect()
 }
 
+/// A hand edit of the store file, as a tampering or a broken tool would
+/// make one.
+fn edit(path: &Path, sql: &str, params: impl rusqlite::Params) {
+    Connection::open(path)
+        .unwrap()
+        .execute(sql, params)
+        .unwrap();
+}
+
 fn user_version(path: &Path) -> u32 {
     Connection::open(path)
         .unwrap()
@@ -366,13 +375,11 @@ fn a_fresh_store_keys_blobs_by_their_raw_bytes() {
 fn a_failed_binary_key_rebuild_leaves_the_store_as_it_was() {
     let (path, _dir) = fixture_v3_copy();
     let before = contents(&path);
-    Connection::open(&path)
-        .unwrap()
-        .execute(
-            "INSERT INTO blobs (sha256, bytes) VALUES ('not hex', x'00')",
-            [],
-        )
-        .unwrap();
+    edit(
+        &path,
+        "INSERT INTO blobs (sha256, bytes) VALUES ('not hex', x'00')",
+        [],
+    );
     assert!(SqliteStore::open(&path).is_err());
     assert_eq!(user_version(&path), 8, "schema 9 not applied");
     let conn = Connection::open(&path).unwrap();
@@ -641,24 +648,20 @@ fn a_fresh_store_keys_events_and_runs_by_their_raw_ids() {
 fn a_failed_event_id_rebuild_leaves_the_store_as_it_was() {
     let (path, _dir) = fixture_v3_copy();
     let before = events(&path);
-    Connection::open(&path)
-        .unwrap()
-        .execute(
-            "UPDATE events SET id = 'not hex' WHERE pos = (SELECT min(pos) FROM events)",
-            [],
-        )
-        .unwrap();
+    edit(
+        &path,
+        "UPDATE events SET id = 'not hex' WHERE pos = (SELECT min(pos) FROM events)",
+        [],
+    );
     let edited = events(&path);
     assert!(SqliteStore::open(&path).is_err());
     assert_eq!(user_version(&path), 9, "schema 10 not applied");
     assert_eq!(events(&path), edited, "no event rewritten");
-    Connection::open(&path)
-        .unwrap()
-        .execute(
-            "UPDATE events SET id = ?1 WHERE pos = (SELECT min(pos) FROM events)",
-            [&before[0].1],
-        )
-        .unwrap();
+    edit(
+        &path,
+        "UPDATE events SET id = ?1 WHERE pos = (SELECT min(pos) FROM events)",
+        [&before[0].1],
+    );
     drop(SqliteStore::open(&path).unwrap());
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(events(&path), before);
