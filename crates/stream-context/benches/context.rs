@@ -239,7 +239,7 @@ fn snapshots_per_turn() {
         let read = store.snapshot(&id).unwrap().unwrap();
         reads.push(start.elapsed());
         let start = Instant::now();
-        let decoded = Snapshot::decode(&read, &id).unwrap();
+        let decoded = Snapshot::decode_stored(&read).unwrap();
         decodes.push(start.elapsed());
         assert_eq!(decoded, snapshot);
         let mut tx = store.begin().unwrap();

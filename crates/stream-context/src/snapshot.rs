@@ -8,7 +8,7 @@ use stream_core::canon::{canonical_sha256, sha256, to_canonical_bytes};
 use stream_core::payload::{CommandRef, CorrectionTarget, MemoryTarget, ProposalKind};
 use stream_core::text::Label;
 use stream_core::{EventId, Fingerprint, RunId, Sha256Hex, SnapshotId, SourceName, string_literal};
-use stream_store::{PartFault, Read, StoreError};
+use stream_store::{PartFault, Read, SnapshotBytes, StoreError};
 
 use crate::ContextError;
 
@@ -261,18 +261,31 @@ impl<'a> Members<'a> {
     }
 }
 
+/// Snapshot bytes to decode: at hand, or as a store read them.
+#[derive(Clone, Copy)]
+enum Bytes<'a> {
+    /// Not yet checked against the id.
+    AtHand(&'a [u8]),
+    /// Already hashed to their id by the store ([`SnapshotBytes`]).
+    Stored(&'a SnapshotBytes),
+}
+
 /// The checks every decode shares, in this order: the bytes hash to the id
-/// (`hash`), parse into exactly the snapshot's members (`schema`), the top
-/// level is canonical (`not canonical`), the manifest decodes canonical,
-/// and every part's slice hashes to its manifest entry (`manifest`).
+/// (`hash`; for [`Bytes::Stored`] the store hashed them, and only the id
+/// they hash to is compared), parse into exactly the snapshot's members
+/// (`schema`), the top level is canonical (`not canonical`), the manifest
+/// decodes canonical, and every part's slice hashes to its manifest entry
+/// (`manifest`).
 fn checked_members<'a>(
-    bytes: &'a [u8],
+    bytes: Bytes<'a>,
     id: &SnapshotId,
 ) -> Result<(Members<'a>, Manifest), ContextError> {
     let invalid = |why| invalid(id, why);
-    if sha256(bytes).as_str() != id.as_str() {
-        return Err(invalid("hash"));
-    }
+    let bytes = match bytes {
+        Bytes::AtHand(bytes) if sha256(bytes).as_str() == id.as_str() => bytes,
+        Bytes::Stored(stored) if stored.id() == id => stored.as_bytes(),
+        Bytes::AtHand(_) | Bytes::Stored(_) => return Err(invalid("hash")),
+    };
     let members: Members<'a> = serde_json::from_slice(bytes).map_err(|_| invalid("schema"))?;
     if !members.top_level_is_canonical(bytes) {
         return Err(invalid("not canonical"));
@@ -360,6 +373,15 @@ impl Snapshot {
     /// by hashing those slices rather than encoding every part a second
     /// time.
     pub fn decode(bytes: &[u8], id: &SnapshotId) -> Result<Self, ContextError> {
+        Self::decode_checked(Bytes::AtHand(bytes), id)
+    }
+
+    /// [`Snapshot::decode`] of bytes a store read and hashed to their id.
+    pub fn decode_stored(stored: &SnapshotBytes) -> Result<Self, ContextError> {
+        Self::decode_checked(Bytes::Stored(stored), stored.id())
+    }
+
+    fn decode_checked(bytes: Bytes<'_>, id: &SnapshotId) -> Result<Self, ContextError> {
         let (m, manifest) = checked_members(bytes, id)?;
         let snapshot = Snapshot {
             format: member(m.format, id)?,
@@ -381,9 +403,11 @@ impl Snapshot {
     }
 
     /// Loads a stored snapshot by id, reassembled from its content-addressed
-    /// parts, and verifies it; a missing or altered part is refused.
+    /// parts, and verifies it as [`Snapshot::decode`] does, except that the
+    /// whole is hashed once, by the store ([`SnapshotBytes`]); a missing or
+    /// altered part is refused.
     pub fn load(store: &dyn Read, id: &SnapshotId) -> Result<Self, ContextError> {
-        Self::decode(&stored_bytes(store, id)?, id)
+        Self::decode_checked(Bytes::Stored(&stored_bytes(store, id)?), id)
     }
 
     /// Whether `kind`'s tool is exposed.
@@ -456,11 +480,15 @@ impl SnapshotClaims {
     /// bytes still hash to the id, the top level and every decoded member
     /// are canonical.
     pub fn load(store: &dyn Read, id: &SnapshotId) -> Result<Self, ContextError> {
-        Self::decode(&stored_bytes(store, id)?, id)
+        Self::decode_checked(Bytes::Stored(&stored_bytes(store, id)?), id)
     }
 
     /// [`SnapshotClaims::load`] of bytes at hand.
     pub fn decode(bytes: &[u8], id: &SnapshotId) -> Result<Self, ContextError> {
+        Self::decode_checked(Bytes::AtHand(bytes), id)
+    }
+
+    fn decode_checked(bytes: Bytes<'_>, id: &SnapshotId) -> Result<Self, ContextError> {
         let (m, manifest) = checked_members(bytes, id)?;
         let _format: SnapshotFormat = member(m.format, id)?;
         Ok(Self {
@@ -490,10 +518,11 @@ impl From<&Snapshot> for SnapshotClaims {
 }
 
 /// The stored bytes of snapshot `id`; a part the store refuses is named.
-fn stored_bytes(store: &dyn Read, id: &SnapshotId) -> Result<Vec<u8>, ContextError> {
+fn stored_bytes(store: &dyn Read, id: &SnapshotId) -> Result<SnapshotBytes, ContextError> {
     match store.snapshot(id) {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(ContextError::SnapshotMissing { id: id.clone() }),
+        Err(StoreError::SnapshotHash { .. }) => Err(invalid(id, "hash")),
         Err(StoreError::SnapshotPart { fault, .. }) => Err(invalid(
             id,
             match fault {

@@ -82,7 +82,7 @@ macro_rules! delegate_read {
             fn snapshot(
                 &self,
                 id: &$crate::__private::stream_core::SnapshotId,
-            ) -> Result<Option<Vec<u8>>, $crate::StoreError> {
+            ) -> Result<Option<$crate::SnapshotBytes>, $crate::StoreError> {
                 let $s = self;
                 $inner.snapshot(id)
             }

@@ -42,6 +42,7 @@ mod sqlite_parts;
 mod usage;
 
 pub use migrate::SCHEMA_VERSION;
+pub use parts::SnapshotBytes;
 pub use postgres::{PG_SCHEMA_VERSION, PostgresStore};
 pub use rows::*;
 pub use sqlite::SqliteStore;
@@ -267,10 +268,11 @@ pub trait Read {
     fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError>;
     /// A blob's bytes.
     fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError>;
-    /// A snapshot's bytes, reassembled from its parts, each part and the
-    /// whole checked against its hash; a missing or altered part is
-    /// [`StoreError::SnapshotPart`].
-    fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError>;
+    /// A snapshot's bytes, reassembled from its parts and the whole checked
+    /// against its id; a missing or altered part is
+    /// [`StoreError::SnapshotPart`] (each part is hashed to name it), a
+    /// whole blob that does not match is [`StoreError::SnapshotHash`].
+    fn snapshot(&self, id: &SnapshotId) -> Result<Option<SnapshotBytes>, StoreError>;
 }
 
 /// A write transaction: everything in it commits together or not at all.

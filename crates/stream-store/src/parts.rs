@@ -18,6 +18,33 @@ use crate::{PartFault, StoreError};
 /// A reassembled snapshot larger than this is refused.
 const MAX_SNAPSHOT_BYTES: usize = 64 << 20;
 
+/// A stored snapshot's bytes, read by [`crate::Read::snapshot`] and checked
+/// to hash to its id on the way out. Only this crate makes one, always
+/// through [`check_snapshot`] or [`join_snapshot`]: a reader holding one
+/// need not hash the bytes a second time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotBytes {
+    id: SnapshotId,
+    bytes: Vec<u8>,
+}
+
+impl SnapshotBytes {
+    /// The id the bytes hash to.
+    pub fn id(&self) -> &SnapshotId {
+        &self.id
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The bytes, owned.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
 /// Refuses snapshot bytes that do not hash to `id`, before anything else
 /// (a snapshot already stored included).
 pub(crate) fn check_snapshot(id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
@@ -26,6 +53,15 @@ pub(crate) fn check_snapshot(id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreE
     } else {
         Err(StoreError::SnapshotHash { id: id.clone() })
     }
+}
+
+/// Stored bytes of a whole snapshot blob (schema 1's form), checked.
+pub(crate) fn checked_whole(id: &SnapshotId, bytes: Vec<u8>) -> Result<SnapshotBytes, StoreError> {
+    check_snapshot(id, &bytes)?;
+    Ok(SnapshotBytes {
+        id: id.clone(),
+        bytes,
+    })
 }
 
 /// The parts to store for checked snapshot bytes: a backend stores every
@@ -44,7 +80,7 @@ pub(crate) fn join_snapshot(
     id: &SnapshotId,
     root: &str,
     mut fetch_level: impl FnMut(&[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, StoreError>,
-) -> Result<Vec<u8>, StoreError> {
+) -> Result<SnapshotBytes, StoreError> {
     let fault = |part: &Sha256Hex, fault| StoreError::SnapshotPart {
         id: id.clone(),
         part: part.to_string(),
@@ -66,7 +102,12 @@ pub(crate) fn join_snapshot(
         PartCheck::WholeOnly,
         &mut fetch_level,
     ) {
-        Ok(bytes) if sha256(&bytes).as_str() == id.as_str() => return Ok(bytes),
+        Ok(bytes) if sha256(&bytes).as_str() == id.as_str() => {
+            return Ok(SnapshotBytes {
+                id: id.clone(),
+                bytes,
+            });
+        }
         // Unchecked, an altered part may not parse: hash each to say which.
         Ok(_) | Err(JoinError::Malformed(_)) => {}
         Err(e) => return Err(refusal(e)),

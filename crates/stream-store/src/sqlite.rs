@@ -446,7 +446,10 @@ macro_rules! impl_read {
                 let $conn = self;
                 read_blob(&$get, sha256)
             }
-            fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError> {
+            fn snapshot(
+                &self,
+                id: &SnapshotId,
+            ) -> Result<Option<crate::SnapshotBytes>, StoreError> {
                 let $conn = self;
                 read_snapshot(&$get, id)
             }

@@ -8,9 +8,9 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
 use stream_core::{Sha256Hex, SnapshotId};
 
-use crate::StoreError;
-use crate::parts::{check_snapshot, join_snapshot, split_snapshot};
+use crate::parts::{check_snapshot, checked_whole, join_snapshot, split_snapshot};
 use crate::sqlite::{INSERT_BLOB, backend, blob_key, raw_key, read_blob};
+use crate::{SnapshotBytes, StoreError};
 
 /// How blob keys (and snapshot ids) are written: 64 hex digits before the
 /// binary-key rebuild (schema 1's rewrite into parts runs there), 32 raw
@@ -92,17 +92,19 @@ fn snapshot_root(c: &Connection, id: &SnapshotId) -> Result<Option<String>, Stor
 
 /// The bytes of snapshot `id`, reassembled from its parts and checked (see
 /// `join_snapshot`). A snapshot without a parts row is read as a whole blob
-/// (written by schema 1 and not rewritten because it does not verify), for
-/// the caller to refuse.
+/// (written by schema 1 and not rewritten because it does not verify), and
+/// refused unless it hashes to the id.
 pub(crate) fn read_snapshot(
     c: &Connection,
     id: &SnapshotId,
-) -> Result<Option<Vec<u8>>, StoreError> {
+) -> Result<Option<SnapshotBytes>, StoreError> {
     let Some(root) = snapshot_root(c, id)? else {
         let Ok(whole) = Sha256Hex::parse(id.as_str()) else {
             return Ok(None);
         };
-        return read_blob(c, &whole);
+        return read_blob(c, &whole)?
+            .map(|bytes| checked_whole(id, bytes))
+            .transpose();
     };
     join_snapshot(id, &root, |level| read_level(c, level)).map(Some)
 }

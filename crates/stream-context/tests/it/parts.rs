@@ -36,7 +36,7 @@ fn a_snapshot_reassembled_from_parts_hashes_to_its_id() {
     fx.reply(&m1, "r1");
     let now = fx.message("two");
     let (s, id) = stored(&fx, &now);
-    let bytes = fx.store.snapshot(&id).unwrap().unwrap();
+    let bytes = fx.store.snapshot(&id).unwrap().unwrap().into_bytes();
     assert_eq!(sha256(&bytes).as_str(), id.as_str());
     assert_eq!(bytes, s.encode().unwrap().0);
     assert_eq!(Snapshot::load(&fx.store, &id).unwrap(), s);

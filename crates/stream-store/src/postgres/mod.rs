@@ -188,7 +188,10 @@ macro_rules! impl_read {
                 let sha256 = sha256.clone();
                 self.exec(move |c| read::read_blob(c, &sha256))
             }
-            fn snapshot(&self, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError> {
+            fn snapshot(
+                &self,
+                id: &SnapshotId,
+            ) -> Result<Option<crate::SnapshotBytes>, StoreError> {
                 let id = id.clone();
                 self.exec(move |c| read::read_snapshot(c, &id))
             }

@@ -319,7 +319,10 @@ pub(crate) fn read_blob(c: &mut Conn, sha: &Sha256Hex) -> Result<Option<Vec<u8>>
     .transpose()
 }
 
-pub(crate) fn read_snapshot(c: &mut Conn, id: &SnapshotId) -> Result<Option<Vec<u8>>, StoreError> {
+pub(crate) fn read_snapshot(
+    c: &mut Conn,
+    id: &SnapshotId,
+) -> Result<Option<crate::SnapshotBytes>, StoreError> {
     let Some(row) = query_opt(
         c,
         "SELECT root FROM snapshots WHERE id = $1",

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 use stream_core::SnapshotId;
 use stream_core::canon::sha256;
-use stream_store::{Read, SCHEMA_VERSION, SqliteStore};
+use stream_store::{Read, SCHEMA_VERSION, SqliteStore, StoreError};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -176,7 +176,7 @@ fn assert_migrated(path: &Path, before: &[(SnapshotId, Vec<u8>)]) {
     assert_eq!(user_version(path), SCHEMA_VERSION);
     assert_raw_keys(path);
     for (id, bytes) in before {
-        let joined = store.snapshot(id).unwrap().unwrap();
+        let joined = store.snapshot(id).unwrap().unwrap().into_bytes();
         assert_eq!(&joined, bytes, "reassembled byte-exact");
         assert_eq!(sha256(&joined).as_str(), id.as_str());
         let whole = stream_core::Sha256Hex::parse(id.as_str()).unwrap();
@@ -199,6 +199,27 @@ fn the_schema_1_demo_store_migrates_every_snapshot_into_parts() {
     assert_migrated(&path, &before);
     // A second open has nothing left to do and changes nothing.
     assert_migrated(&path, &before);
+}
+
+#[test]
+fn a_whole_snapshot_that_does_not_match_its_id_is_left_whole_and_refused_by_the_store() {
+    let (path, _dir) = fixture_copy();
+    let before = whole_snapshots(&path);
+    let (altered, _) = &before[0];
+    edit(
+        &path,
+        "UPDATE blobs SET bytes = CAST(bytes || x'20' AS BLOB) WHERE sha256 = ?1",
+        [altered.as_str()],
+    );
+    let store = SqliteStore::open(&path).unwrap();
+    // The store hashes what it hands out, so a reader need not.
+    match store.snapshot(altered) {
+        Err(StoreError::SnapshotHash { id }) => assert_eq!(&id, altered),
+        other => panic!("an altered whole snapshot was not refused: {other:?}"),
+    }
+    for (id, bytes) in &before[1..] {
+        assert_eq!(store.snapshot(id).unwrap().unwrap().as_bytes(), bytes);
+    }
 }
 
 #[test]
@@ -270,7 +291,7 @@ fn the_schema_3_demo_store_drops_the_part_list_and_keeps_every_snapshot() {
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     for id in &ids {
         let id: SnapshotId = id.parse().unwrap();
-        let bytes = store.snapshot(&id).unwrap().unwrap();
+        let bytes = store.snapshot(&id).unwrap().unwrap().into_bytes();
         assert_eq!(sha256(&bytes).as_str(), id.as_str());
     }
     let usage = store.usage().unwrap();

@@ -27,7 +27,7 @@ fn stored(dir: &tempfile::TempDir) -> (SqliteStore, SnapshotId, String) {
         .min_by_key(|(_, part)| part.len())
         .unwrap()
         .0;
-    assert_eq!(store.snapshot(&id).unwrap().unwrap(), bytes);
+    assert_eq!(store.snapshot(&id).unwrap().unwrap().as_bytes(), bytes);
     (store, id, deepest.to_string())
 }
 

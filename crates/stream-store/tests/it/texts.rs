@@ -54,7 +54,7 @@ fn a_message_and_the_snapshot_showing_it_hold_its_text_once() {
     let mut tx = store.begin().unwrap();
     tx.put_snapshot(&id, &snapshot).unwrap();
     tx.commit().unwrap();
-    assert_eq!(store.snapshot(&id).unwrap().unwrap(), snapshot);
+    assert_eq!(store.snapshot(&id).unwrap().unwrap().as_bytes(), snapshot);
     assert_eq!(copies(&conn), (1, 0), "still one copy of the text");
     assert_eq!(store.event(&message.id).unwrap().unwrap().event, message);
     // The usage report counts the text once, as the event's.
