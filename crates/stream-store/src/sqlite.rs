@@ -66,6 +66,8 @@ fn configure(path: &Path, conn: &Connection) -> Result<(), StoreError> {
     // binding (the bundled SQLite has STAT4; `sqlite_tests` says more).
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(backend)?;
+    // A level of snapshot parts is read with its keys bound as one array.
+    rusqlite::vtab::array::load_module(conn).map_err(backend)?;
     Ok(())
 }
 

@@ -2,9 +2,11 @@
 //! `blobs` (recognised by their header, schema 4), `snapshots` mapping an id
 //! to its root.
 
+use std::rc::Rc;
 use std::sync::LazyLock;
 
 use rusqlite::types::Value;
+use rusqlite::vtab::array::Array;
 use rusqlite::{Connection, OptionalExtension, params};
 use stream_core::{Sha256Hex, SnapshotId};
 
@@ -41,11 +43,13 @@ impl KeyForm {
     }
 }
 
-/// The bytes of a level's blobs by key (`read_level`), written once.
-static READ_LEVEL: LazyLock<String> = LazyLock::new(|| {
+/// The bytes of a level's blobs by key (`read_level`), written once: the
+/// raw keys bound as one array (`rarray`, loaded by `configure`), each row
+/// with its key's position in it.
+pub(crate) static READ_LEVEL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT k.key, b.bytes FROM json_each(?1) k JOIN blobs b ON {}",
-        blob_key("b.sha256", "unhex(k.value)")
+        "SELECT k.rowid - 1, b.bytes FROM rarray(?1) k JOIN blobs b ON {}",
+        blob_key("b.sha256", "k.value")
     )
 });
 
@@ -109,11 +113,10 @@ pub(crate) fn read_snapshot(
     join_snapshot(id, &root, |level| read_level(c, level)).map(Some)
 }
 
-/// The bytes of each blob in `level`, in its order: one query, each hex key
-/// turned raw inside it so the lookup still seeks the key's index.
+/// The bytes of each blob in `level`, in its order: one query, the keys
+/// bound raw, so each lookup seeks the key's index.
 fn read_level(c: &Connection, level: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-    let keys = serde_json::to_string(&level.iter().map(Sha256Hex::as_str).collect::<Vec<_>>())
-        .map_err(|e| StoreError::Backend(e.to_string()))?;
+    let keys: Array = Rc::new(level.iter().map(|sha| KeyForm::Raw.key(sha)).collect());
     let mut out = vec![None; level.len()];
     let mut stmt = c.prepare_cached(&READ_LEVEL).map_err(backend)?;
     let mut rows = stmt.query([keys]).map_err(backend)?;
