@@ -24,6 +24,19 @@ pub fn to_canonical_string<T: Serialize + ?Sized>(value: &T) -> Result<String, C
     serde_jcs::to_string(value).map_err(|_| CanonError)
 }
 
+/// The RFC 8785 canonical bytes of one string, as [`to_canonical_bytes`]
+/// gives them. serde_json's string escaper follows RFC 8785's rules
+/// (section 3.2.2.2: `"` and `\` escaped, U+0000 to U+001F as `\b \t \n
+/// \f \r` or `\u00xx` in lowercase, everything else as its UTF-8; the
+/// proptest below holds them equal). Strings are most of the bytes encoded
+/// (`memory.md`, messages), and serde_jcs writes each fragment through a
+/// boxed writer: this is about twice as fast on a 64 KiB `memory.md`.
+pub fn canonical_string(text: &str) -> Result<Vec<u8>, CanonError> {
+    let mut out = Vec::with_capacity(text.len() + 2);
+    serde_json::to_writer(&mut out, text).map_err(|_| CanonError)?;
+    Ok(out)
+}
+
 /// SHA-256 of raw bytes, as a lowercase hex digest.
 pub fn sha256(bytes: &[u8]) -> Sha256Hex {
     let digest: [u8; 32] = Sha256::digest(bytes).into();
@@ -57,6 +70,29 @@ mod tests {
             to_canonical_string(&value).unwrap(),
             "[1e+21,1.5e-7,100,0.1]"
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_string_encodes_as_the_canonical_encoder_encodes_it(
+            text in "[\\x00-\\x7f]{0,40}|\\PC{0,40}|.{0,40}",
+        ) {
+            proptest::prop_assert_eq!(
+                canonical_string(&text).unwrap(),
+                to_canonical_bytes(&text).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn every_ascii_character_encodes_as_the_canonical_encoder_encodes_it() {
+        let all: String = (0u8..=0x7f).map(char::from).collect();
+        for text in [all.as_str(), "", "\u{2028}\u{fffd}\u{1f600}\u{7f}/"] {
+            assert_eq!(
+                canonical_string(text).unwrap(),
+                to_canonical_bytes(text).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use super::format::{Kind, Ref, parse};
 use super::{JoinError, MAX_DEPTH};
-use crate::canon::{sha256, to_canonical_bytes};
+use crate::canon::{canonical_string, sha256};
 use crate::ids::Sha256Hex;
 
 /// Whether [`join_levels`] hashes each part as it arrives.
@@ -95,7 +95,7 @@ pub fn join_levels<E>(
                 }
                 Some(Kind::Text) => {
                     let text = std::str::from_utf8(&bytes).map_err(|_| malformed())?;
-                    Entry::Text(to_canonical_bytes(text).map_err(|_| malformed())?)
+                    Entry::Text(canonical_string(text).map_err(|_| malformed())?)
                 }
             };
             literal_bytes = literal_bytes.saturating_add(match &entry {

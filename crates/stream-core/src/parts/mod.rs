@@ -32,7 +32,7 @@ pub use text::{TextCut, cut_text, splice_text, stored_as_text};
 
 use serde_json::Value;
 
-use crate::canon::{CanonError, sha256, to_canonical_bytes};
+use crate::canon::{CanonError, canonical_string, sha256, to_canonical_bytes};
 use crate::ids::Sha256Hex;
 use format::{Kind, Ref, encode, unpacked_len};
 
@@ -285,7 +285,7 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
                 if i > 0 {
                     n.push(b",");
                 }
-                n.push(&to_canonical_bytes(name)?);
+                n.push(&canonical_string(name)?);
                 n.push(b":");
                 let child = node(item, parts)?;
                 n.child(child, parts);
@@ -293,7 +293,7 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
             n.push(b"}");
         }
         Value::String(text) => {
-            let encoded = to_canonical_bytes(value)?;
+            let encoded = canonical_string(text)?;
             if stored_as_text(encoded.len()) {
                 let sha = sha256(text.as_bytes());
                 n.refs.push(Ref {

@@ -9,7 +9,7 @@
 //! JSON (with an empty string in that place); [`splice_text`] puts the
 //! canonical encoding back byte for byte.
 
-use crate::canon::to_canonical_bytes;
+use crate::canon::canonical_string;
 
 use super::MIN_TEXT_BYTES;
 
@@ -70,7 +70,7 @@ pub fn cut_text(payload: &[u8]) -> Option<TextCut> {
         })?;
     let token = payload.get(start..end)?;
     let text: String = serde_json::from_slice(token).ok()?;
-    if to_canonical_bytes(&text).ok()?.as_slice() != token {
+    if canonical_string(&text).ok()?.as_slice() != token {
         return None;
     }
     let mut stored = Vec::with_capacity(payload.len() - token.len() + EMPTY.len());
@@ -92,7 +92,7 @@ pub fn splice_text(stored: &[u8], at: usize, text: &str) -> Option<Vec<u8>> {
     if stored.get(at..at.checked_add(EMPTY.len())?)? != EMPTY {
         return None;
     }
-    let encoded = to_canonical_bytes(text).ok()?;
+    let encoded = canonical_string(text).ok()?;
     let mut out = Vec::with_capacity(stored.len() + encoded.len());
     out.extend_from_slice(&stored[..at]);
     out.extend_from_slice(&encoded);
@@ -103,6 +103,7 @@ pub fn splice_text(stored: &[u8], at: usize, text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canon::to_canonical_bytes;
     use proptest::prelude::*;
 
     fn payload(text: &str) -> Vec<u8> {
