@@ -33,15 +33,26 @@ const AGENT: &str = "telegram-conversation";
 
 /// The retry-load before snapshot parts (schema 1): the whole blob read by
 /// its hash, then parsed and verified as `Snapshot::decode` did then (hash,
-/// parse, canonical re-encode, manifest re-encoded part by part, prompt).
+/// parse, canonical re-encode, manifest re-encoded part by part, prompt),
+/// with the canonical encoder of then (serde_jcs).
 fn load_pre_parts(store: &dyn Read, id: &SnapshotId) -> Snapshot {
     let blob = Sha256Hex::parse(id.as_str()).unwrap();
     let bytes = store.blob(&blob).unwrap().unwrap();
     assert_eq!(sha256(&bytes).as_str(), id.as_str());
     let snapshot: Snapshot = serde_json::from_slice(&bytes).unwrap();
-    let (canonical, _) = snapshot.encode().unwrap();
-    assert_eq!(canonical, bytes);
-    assert_eq!(Manifest::of(&snapshot).unwrap(), snapshot.manifest);
+    assert_eq!(serde_jcs::to_vec(&snapshot).unwrap(), bytes);
+    fn then<T: serde::Serialize>(part: &T) -> Sha256Hex {
+        sha256(&serde_jcs::to_vec(part).unwrap())
+    }
+    let manifest = Manifest {
+        agent: then(&snapshot.agent),
+        prompt: then(&snapshot.prompt),
+        transcript: then(&snapshot.transcript),
+        trigger: then(&snapshot.trigger),
+        memory: then(&snapshot.memory),
+        capabilities: then(&snapshot.capabilities),
+    };
+    assert_eq!(manifest, snapshot.manifest);
     assert_eq!(
         sha256(snapshot.prompt.text.as_bytes()),
         snapshot.prompt.sha256
