@@ -22,10 +22,20 @@ const MAX_SNAPSHOT_BYTES: usize = 64 << 20;
 /// to hash to its id on the way out. Only this crate makes one, always
 /// through [`check_snapshot`] or [`join_snapshot`]: a reader holding one
 /// need not hash the bytes a second time.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SnapshotBytes {
     id: SnapshotId,
     bytes: Vec<u8>,
+}
+
+/// The id and the length: the bytes hold messages and `memory.md`.
+impl std::fmt::Debug for SnapshotBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotBytes")
+            .field("id", &self.id)
+            .field("len", &self.bytes.len())
+            .finish()
+    }
 }
 
 impl SnapshotBytes {

@@ -61,3 +61,19 @@ fn a_deleted_or_altered_deep_part_is_named_in_the_refusal() {
         }
     }
 }
+
+#[test]
+fn the_debug_of_snapshot_bytes_shows_the_id_and_length_not_the_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, id, _) = stored(&dir);
+    let read = store.snapshot(&id).unwrap().unwrap();
+    let shown = format!("{read:?}");
+    assert!(
+        shown.contains(&id.as_str()[..12]) && shown.contains("len: "),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("xxxx") && !shown.contains("yyyy"),
+        "{shown}"
+    );
+}
