@@ -37,6 +37,15 @@ fn production_never_links_the_testkit() {
     );
 }
 
+/// Architecture invariant: canonical JSON is `stream_core::canon`'s own
+/// encoder; serde_jcs, the reference it is tested against, is never linked.
+#[test]
+fn production_never_links_serde_jcs() {
+    let crates = tree(&["-p", "stream-cli", "-e", "normal,build"]);
+    assert!(crates.contains("stream-core"), "{crates:?}");
+    assert!(!crates.contains("serde_jcs"), "thestream links serde_jcs");
+}
+
 /// Architecture invariant: the engine orchestrates; the sandbox and the
 /// worker's wire protocol are the broker's (and the context's packet
 /// builder's) business, so the engine depends on neither directly.
