@@ -4,7 +4,7 @@
 //! processes that build the same value always derive the same id.
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::ids::Sha256Hex;
@@ -61,10 +61,8 @@ fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonError> {
             out.push(b']');
         }
         Value::Object(members) => {
-            let mut members: Vec<(&String, &Value)> = members.iter().collect();
-            members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
             out.push(b'{');
-            for (i, (name, member)) in members.into_iter().enumerate() {
+            for (i, (name, member)) in sorted_members(members).into_iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
@@ -76,6 +74,14 @@ fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonError> {
         }
     }
     Ok(())
+}
+
+/// An object's members in canonical order: by their names' UTF-16 code
+/// units (RFC 8785 section 3.2.3), not their UTF-8 bytes.
+pub(crate) fn sorted_members(members: &Map<String, Value>) -> Vec<(&String, &Value)> {
+    let mut members: Vec<(&String, &Value)> = members.iter().collect();
+    members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+    members
 }
 
 /// A number as ECMAScript's `Number.prototype.toString` prints its double.

@@ -197,7 +197,7 @@ pub(crate) static INSERT_BLOB: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// One blob's bytes by key.
-static READ_BLOB: LazyLock<String> =
+pub(crate) static READ_BLOB: LazyLock<String> =
     LazyLock::new(|| format!("SELECT bytes FROM blobs WHERE {}", blob_key("sha256", "?1")));
 
 /// Stores `bytes` under their SHA-256, once.

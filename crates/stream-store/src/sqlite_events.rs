@@ -32,7 +32,8 @@ static SELECT_EVENTS: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// One event by id.
-static READ_EVENT: LazyLock<String> = LazyLock::new(|| format!("{} AND e.id = ?1", *SELECT_EVENTS));
+pub(crate) static READ_EVENT: LazyLock<String> =
+    LazyLock::new(|| format!("{} AND e.id = ?1", *SELECT_EVENTS));
 
 /// The code of the name bound as parameter `n`, inside a query: a name
 /// never stored has none, and matches no event.

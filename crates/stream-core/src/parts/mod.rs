@@ -32,7 +32,7 @@ pub use text::{TextCut, cut_text, splice_text, stored_as_text};
 
 use serde_json::Value;
 
-use crate::canon::{CanonError, canonical_string, sha256, to_canonical_bytes};
+use crate::canon::{CanonError, canonical_string, sha256, sorted_members, to_canonical_bytes};
 use crate::ids::Sha256Hex;
 use format::{Kind, Ref, encode, unpacked_len};
 
@@ -277,11 +277,8 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
             n.push(b"]");
         }
         Value::Object(map) => {
-            // RFC 8785: members sorted by their names' UTF-16 code units.
-            let mut members: Vec<(&String, &Value)> = map.iter().collect();
-            members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
             n.push(b"{");
-            for (i, (name, item)) in members.into_iter().enumerate() {
+            for (i, (name, item)) in sorted_members(map).into_iter().enumerate() {
                 if i > 0 {
                     n.push(b",");
                 }
