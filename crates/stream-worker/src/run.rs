@@ -74,7 +74,7 @@ pub fn serve<R: BufRead, W: Write>(
         }),
     )?;
     // After hello: a spare parked by the parent does this while idle.
-    crate::warm::warm_up();
+    let mut compiled = crate::warm::warm_up();
     let packet = match read_frame::<_, ParentFrame>(input, MAX_FRAME_BYTES)? {
         ParentFrame::Packet(packet) => packet,
         other @ ParentFrame::BrokerResponse(_) => {
@@ -84,7 +84,7 @@ pub fn serve<R: BufRead, W: Write>(
             });
         }
     };
-    let prepared = PreparedPacket::new(&packet)?;
+    let prepared = PreparedPacket::reusing(&packet, &mut compiled)?;
     let body = stream_provider::build_request(&packet).map_err(PacketError::from)?;
     send(output, &WorkerFrame::BrokerRequest(BrokerRequest { body }))?;
     let response = match read_frame::<_, ParentFrame>(input, MAX_FRAME_BYTES)? {

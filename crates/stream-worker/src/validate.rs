@@ -88,9 +88,57 @@ impl std::fmt::Debug for PreparedPacket<'_> {
     }
 }
 
+/// Tool schemas compiled before the packet arrived (by the warm-up, while a
+/// spare worker is parked), each handed out at most once. A packet's schema
+/// is taken only when it equals the compiled one exactly, so the validator is
+/// the one compiling it now would make.
+#[derive(Default)]
+pub struct Compiled(Vec<(serde_json::Value, jsonschema::Validator)>);
+
+impl Compiled {
+    /// Nothing compiled ahead.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// How many schemas are held.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The validator of `schema`: the one compiled ahead when the schema is
+    /// equal, else compiled now. The one place a tool schema is compiled.
+    fn validator(
+        &mut self,
+        schema: &serde_json::Value,
+    ) -> Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
+        match self.0.iter().position(|(held, _)| held == schema) {
+            Some(at) => Ok(self.0.swap_remove(at).1),
+            None => jsonschema::draft202012::new(schema),
+        }
+    }
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Compiled").field(&self.0.len()).finish()
+    }
+}
+
 impl<'p> PreparedPacket<'p> {
     /// Checks tool names and compiles their schemas.
     pub fn new(packet: &'p Packet) -> Result<Self, PacketError> {
+        Self::reusing(packet, &mut Compiled::none())
+    }
+
+    /// [`PreparedPacket::new`], taking each schema compiled ahead in
+    /// `compiled` that the packet carries.
+    pub fn reusing(packet: &'p Packet, compiled: &mut Compiled) -> Result<Self, PacketError> {
         let mut tools: Vec<PreparedTool> = Vec::with_capacity(packet.tools.len());
         for (index, tool) in packet.tools.iter().enumerate() {
             let kind = ProposalKind::from_tool_name(&tool.name)
@@ -98,7 +146,8 @@ impl<'p> PreparedPacket<'p> {
             if tools.iter().any(|t| t.kind == kind) {
                 return Err(PacketError::DuplicateTool { index });
             }
-            let schema = jsonschema::draft202012::new(&tool.input_schema)
+            let schema = compiled
+                .validator(&tool.input_schema)
                 .map_err(|_| PacketError::BadSchema { index })?;
             tools.push(PreparedTool {
                 name: tool.name.clone(),
@@ -107,6 +156,19 @@ impl<'p> PreparedPacket<'p> {
             });
         }
         Ok(Self { packet, tools })
+    }
+
+    /// The compiled schemas, given back (the warm-up keeps them for the
+    /// real packet).
+    pub fn into_compiled(self) -> Compiled {
+        Compiled(
+            self.packet
+                .tools
+                .iter()
+                .zip(self.tools)
+                .map(|(tool, prepared)| (tool.input_schema.clone(), prepared.schema))
+                .collect(),
+        )
     }
 
     /// The packet.
@@ -266,4 +328,35 @@ pub fn validate_completion(
         },
         calls,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use serde_json::json;
+    use stream_core::payload::ProviderApi;
+
+    fn anything() -> jsonschema::Validator {
+        jsonschema::draft202012::new(&json!({})).unwrap()
+    }
+
+    /// A validator compiled ahead stands in for a packet's schema only when
+    /// the schemas are equal; any other schema is compiled from the packet.
+    #[test]
+    fn a_schema_compiled_ahead_is_taken_only_for_an_equal_schema() {
+        let packet = stream_testkit::packets::packet(ProviderApi::OpenaiChat);
+        let not_an_object = json!("not an object");
+
+        let mut other = Compiled(vec![(json!({"title": "another schema"}), anything())]);
+        let prepared = PreparedPacket::reusing(&packet, &mut other).unwrap();
+        assert_eq!(other.len(), 1, "a different schema is not taken");
+        assert!(!prepared.tools[0].schema.is_valid(&not_an_object));
+
+        let mut same = Compiled(vec![(packet.tools[0].input_schema.clone(), anything())]);
+        let prepared = PreparedPacket::reusing(&packet, &mut same).unwrap();
+        assert!(same.is_empty(), "an equal schema is taken, once");
+        assert!(prepared.tools[0].schema.is_valid(&not_an_object));
+    }
 }
