@@ -24,11 +24,33 @@ fn is_hex64(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// The 32 bytes that 64 hex digits spell; every id holds 64 (checked at
-/// `parse`, made by `from_bytes`), so decoding cannot fail here.
-fn digest_bytes(hex: &str) -> [u8; 32] {
+pub(crate) const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// The 32 bytes that 64 lowercase hex digits spell. Only for digits already
+/// checked (an id's, which `parse` checks and `from_bytes` makes; a packed
+/// part's, which its reader checks): another byte decodes to garbage, never
+/// a panic. Every id, part key and packed id goes through here, so it is a
+/// table, not the `hex` crate's checked loop (a quarter of a snapshot's
+/// split was hex conversion).
+pub(crate) fn checked_hex_bytes(digits: &[u8]) -> [u8; 32] {
+    let nibble = |d: u8| match d {
+        b'0'..=b'9' => d - b'0',
+        _ => d.wrapping_sub(b'a').wrapping_add(10) & 0x0f,
+    };
     let mut out = [0u8; 32];
-    let _ = hex::decode_to_slice(hex, &mut out);
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = nibble(pair[0]) << 4 | nibble(pair[1]);
+    }
+    out
+}
+
+/// The 64 lowercase hex digits of a digest.
+fn hex_string(bytes: &[u8; 32]) -> String {
+    let mut out = String::with_capacity(64);
+    for b in bytes {
+        out.push(char::from(HEX_DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(HEX_DIGITS[usize::from(b & 0x0f)]));
+    }
     out
 }
 
@@ -50,12 +72,12 @@ macro_rules! hex_id {
 
             /// Wraps a raw 32-byte digest.
             pub fn from_bytes(bytes: [u8; 32]) -> Self {
-                Self(hex::encode(bytes))
+                Self(hex_string(&bytes))
             }
 
             /// The raw 32-byte digest: the inverse of `from_bytes`.
             pub fn to_bytes(&self) -> [u8; 32] {
-                digest_bytes(&self.0)
+                checked_hex_bytes(self.0.as_bytes())
             }
 
             /// The 64 lowercase hex digits.
@@ -223,6 +245,16 @@ mod tests {
         assert_eq!(Sha256Hex::from_bytes(parsed.to_bytes()), parsed);
         let digest = crate::canon::sha256(b"abc");
         assert_eq!(digest.as_str(), hex::encode(digest.to_bytes()));
+    }
+
+    proptest::proptest! {
+        /// The table conversions are the `hex` crate's, both ways.
+        #[test]
+        fn hex_conversions_are_the_hex_crates(raw in proptest::array::uniform32(proptest::num::u8::ANY)) {
+            let digits = hex::encode(raw);
+            proptest::prop_assert_eq!(hex_string(&raw), digits.clone());
+            proptest::prop_assert_eq!(checked_hex_bytes(digits.as_bytes()), raw);
+        }
     }
 
     #[test]

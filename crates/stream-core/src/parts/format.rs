@@ -25,7 +25,7 @@
 
 use std::borrow::Cow;
 
-use crate::ids::Sha256Hex;
+use crate::ids::{Sha256Hex, checked_hex_bytes};
 
 /// Every part written now starts with these bytes.
 pub const HEADER: &[u8] = b"tsp3";
@@ -162,10 +162,8 @@ fn pack(literal: &[u8], out: &mut Vec<u8>) {
         rest = &rest[quote..];
         if let Some(digits) = quoted_id(rest, 0) {
             out.push(MARK);
-            let mut id = [0u8; 32];
             // Checked by `quoted_id`: 64 lowercase hex digits.
-            let _ = hex::decode_to_slice(digits, &mut id);
-            out.extend_from_slice(&id);
+            out.extend_from_slice(&checked_hex_bytes(digits));
             rest = &rest[QUOTED_ID..];
         } else {
             out.push(b'"');

@@ -127,6 +127,16 @@ impl Node {
         self.lone_ref || self.len >= MIN_PART_BYTES
     }
 
+    /// Bytes of its literal that this node adds to its parent's (none when
+    /// it becomes a part of its own).
+    fn inline_len(&self) -> usize {
+        if self.becomes_ref() && !self.lone_ref {
+            0
+        } else {
+            self.literal.len()
+        }
+    }
+
     /// Bytes of this node's own part, its ids unpacked (what run bounds
     /// measure).
     fn unpacked_len(&self) -> usize {
@@ -175,15 +185,18 @@ impl Node {
 /// element whose hash starts with one of `ends`' hex digits), so the same
 /// elements end runs in every document.
 fn ends_run(child: &Node, bounds: &Bounds) -> bool {
-    let mut bytes = child.literal.clone();
+    use sha2::Digest;
+    // The SHA-256 of the literal followed by each reference's hex digits,
+    // hashed in place; its first hex digit decides.
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(&child.literal);
     for r in &child.refs {
-        bytes.extend_from_slice(r.sha.as_str().as_bytes());
+        hasher.update(r.sha.as_str().as_bytes());
     }
-    sha256(&bytes)
-        .as_str()
-        .as_bytes()
-        .first()
-        .is_some_and(|d| bounds.ends.contains(d))
+    let first = hasher.finalize()[0] >> 4;
+    bounds
+        .ends
+        .contains(&crate::ids::HEX_DIGITS[usize::from(first)])
 }
 
 /// How long a run grows: it may end (per [`ends_run`]) once its part holds
@@ -267,6 +280,8 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
             if total > MAX_INLINE_ARRAY && children.len() > 1 {
                 runs(&mut n, children, parts);
             } else {
+                n.literal
+                    .reserve(children.iter().map(|c| c.inline_len() + 1).sum());
                 for (i, child) in children.into_iter().enumerate() {
                     if i > 0 {
                         n.push(b",");
@@ -277,14 +292,23 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
             n.push(b"]");
         }
         Value::Object(map) => {
+            let members = sorted_members(map)
+                .into_iter()
+                .map(|(name, item)| Ok((canonical_string(name)?, node(item, parts)?)))
+                .collect::<Result<Vec<_>, CanonError>>()?;
+            n.literal.reserve(
+                2 + members
+                    .iter()
+                    .map(|(name, child)| name.len() + 2 + child.inline_len())
+                    .sum::<usize>(),
+            );
             n.push(b"{");
-            for (i, (name, item)) in sorted_members(map).into_iter().enumerate() {
+            for (i, (name, child)) in members.into_iter().enumerate() {
                 if i > 0 {
                     n.push(b",");
                 }
-                n.push(&canonical_string(name)?);
+                n.push(&name);
                 n.push(b":");
-                let child = node(item, parts)?;
                 n.child(child, parts);
             }
             n.push(b"}");
@@ -302,11 +326,14 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
                 n.lone_ref = true;
                 keep(parts, &sha, || text.as_bytes().to_vec());
             } else {
-                n.push(&encoded);
+                n.len = encoded.len();
+                n.literal = encoded;
             }
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => {
-            n.push(&to_canonical_bytes(value)?);
+            let encoded = to_canonical_bytes(value)?;
+            n.len = encoded.len();
+            n.literal = encoded;
         }
     }
     Ok(n)
@@ -334,8 +361,17 @@ pub fn split(bytes: &[u8]) -> Split {
     let encoded = root.encode();
     let root_sha = sha256(&encoded);
     keep(&mut parts, &root_sha, || encoded);
-    let rejoined = join(&root_sha, bytes.len(), |sha| {
-        Ok::<_, ()>(parts.iter().find(|(s, _)| s == sha).map(|(_, b)| b.clone()))
+    // Every part was hashed from the bytes at hand, and the result is
+    // compared with `bytes` whole: no part needs hashing again.
+    let by_key: std::collections::HashMap<&Sha256Hex, &Vec<u8>> =
+        parts.iter().map(|(sha, part)| (sha, part)).collect();
+    let rejoined = join_levels(&root_sha, bytes.len(), PartCheck::WholeOnly, |level| {
+        Ok::<_, ()>(
+            level
+                .iter()
+                .map(|sha| by_key.get(sha).map(|b| b.to_vec()))
+                .collect(),
+        )
     });
     match rejoined {
         Ok(again) if again == bytes => Split {

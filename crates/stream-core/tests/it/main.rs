@@ -361,3 +361,37 @@ fn debug_of_events_never_shows_payload() {
     assert!(!format!("{event:?}").contains("canary-message-1"));
     assert!(!format!("{:?}", memory_proposal()).contains("canary-memory-1"));
 }
+
+/// The cut of a document into parts is part of the stored format: a store
+/// shares a part between snapshots only while equal values cut the same way,
+/// so a changed cut (run ends, part sizes, packing) doubles what every turn
+/// stores. This pins the parts of one snapshot-shaped document.
+#[test]
+fn split_layout_golden() {
+    let ids: Vec<String> = (0u8..40).map(|i| canon::sha256(&[i]).to_string()).collect();
+    let messages: Vec<Value> = (0..24)
+        .map(|i| {
+            json!({
+                "eventId": ids[i % ids.len()],
+                "role": if i % 2 == 0 { "owner" } else { "assistant" },
+                "text": format!("message {i}: {}", "words and more words ".repeat(i % 5 + 1)),
+            })
+        })
+        .collect();
+    let doc = json!({
+        "evidence": ids,
+        "transcript": messages,
+        "memory": "# Memory\n".repeat(40),
+        "prompt": {"text": "You are The Stream.", "version": 3},
+    });
+    let bytes = canon::to_canonical_bytes(&doc).unwrap();
+    let split = parts::split(&bytes);
+    let mut lines: Vec<String> = split
+        .parts
+        .iter()
+        .map(|(key, part)| format!("{key} {}", part.len()))
+        .collect();
+    lines.sort();
+    lines.insert(0, format!("root {}", split.root));
+    insta::assert_snapshot!(lines.join("\n"));
+}
