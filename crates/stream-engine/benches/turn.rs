@@ -3,7 +3,9 @@
 //! ingress, snapshot, attempt (packet, worker spawn and sandbox, the one
 //! provider request, result), validation + settlement, delivery — against
 //! two raw fsync'd SQLite commits plus one bare process spawn measured in the
-//! same run. `cargo bench -p stream-engine --bench turn [-- TURNS]`.
+//! same run. `cargo bench -p stream-engine --bench turn [-- TURNS] [--gap MS]`:
+//! turns back to back, or `MS` apart (as an owner's messages come, the
+//! spare worker made and warmed between them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -40,7 +42,15 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let turns: usize = std::env::args()
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let gap = args
+        .iter()
+        .position(|a| a == "--gap")
+        .and_then(|at| args.get(at + 1)?.parse().ok())
+        .map(Duration::from_millis);
+    let turns: usize = args
+        .iter()
+        .take_while(|a| *a != "--gap")
         .filter_map(|a| a.parse().ok())
         .next()
         .unwrap_or(60);
@@ -105,6 +115,9 @@ fn main() {
             "message_id": 1000 + i, "from": {"id": OWNER, "is_bot": false, "first_name": "O"},
             "chat": {"id": OWNER, "type": "private"}, "date": 1_790_000_000, "text": format!("turn {i}")
         }}));
+        if let Some(gap) = gap {
+            std::thread::sleep(gap);
+        }
         let start = Instant::now();
         runtime.block_on(async {
             let polled = run_polling(
@@ -170,7 +183,13 @@ fn main() {
         .collect();
     let (commit, spawn) = (median(commits), median(spawns));
     let baseline = commit * 2 + spawn;
-    println!("per-turn overhead, {turns} turns, instant scripted provider, sandboxed worker");
+    println!(
+        "per-turn overhead, {turns} turns {}, instant scripted provider, sandboxed worker",
+        gap.map_or("back to back".to_owned(), |g| format!(
+            "{} ms apart",
+            g.as_millis()
+        ))
+    );
     println!(
         "baseline: 2 raw fsync'd commits ({:.2} ms each) + 1 bare spawn of /bin/true ({:.2} ms) = {:.2} ms",
         commit.as_secs_f64() * 1e3,

@@ -676,6 +676,7 @@ mod tests {
         for query in [
             &*crate::sqlite::READ_BLOB,
             &*crate::sqlite_parts::READ_LEVEL,
+            &*crate::sqlite_parts::STORED_KEYS,
             &*crate::sqlite::INSERT_BLOB,
             &*crate::sqlite_events::READ_EVENT,
         ] {

@@ -53,6 +53,16 @@ pub(crate) static READ_LEVEL: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// Which of an array of blob keys are stored, by position: one statement
+/// for a snapshot's parts, most of which an earlier snapshot stored.
+pub(crate) static STORED_KEYS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT k.rowid - 1 FROM rarray(?1) k \
+         WHERE EXISTS (SELECT 1 FROM blobs b WHERE {})",
+        blob_key("b.sha256", "k.value")
+    )
+});
+
 /// Stores `bytes` as the parts of snapshot `id`; a snapshot already stored
 /// is left as it is. Refuses bytes that do not hash to `id`.
 pub(crate) fn put_snapshot(
@@ -70,10 +80,14 @@ pub(crate) fn put_snapshot(
         return Ok(());
     }
     let split = split_snapshot(bytes);
-    for (sha, part) in &split.parts {
-        c.prepare_cached(&INSERT_BLOB)
-            .and_then(|mut s| s.execute(params![form.key(sha), part]))
-            .map_err(backend)?;
+    let keys: Vec<Value> = split.parts.iter().map(|(sha, _)| form.key(sha)).collect();
+    let stored = stored_keys(c, &keys)?;
+    for ((key, (_, part)), stored) in keys.into_iter().zip(&split.parts).zip(stored) {
+        if !stored {
+            c.prepare_cached(&INSERT_BLOB)
+                .and_then(|mut s| s.execute(params![key, part]))
+                .map_err(backend)?;
+        }
     }
     c.prepare_cached("INSERT INTO snapshots (id, root) VALUES (?1, ?2)")
         .and_then(|mut s| s.execute(params![form.id(id), form.key(&split.root)]))
@@ -115,6 +129,21 @@ pub(crate) fn read_snapshot(
 
 /// The bytes of each blob in `level`, in its order: one query, the keys
 /// bound raw, so each lookup seeks the key's index.
+/// For each key, whether a blob is stored under it.
+fn stored_keys(c: &Connection, keys: &[Value]) -> Result<Vec<bool>, StoreError> {
+    let mut out = vec![false; keys.len()];
+    let array: Array = Rc::new(keys.to_vec());
+    let mut stmt = c.prepare_cached(&STORED_KEYS).map_err(backend)?;
+    let mut rows = stmt.query([array]).map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        let at: i64 = row.get(0).map_err(backend)?;
+        if let Some(slot) = usize::try_from(at).ok().and_then(|at| out.get_mut(at)) {
+            *slot = true;
+        }
+    }
+    Ok(out)
+}
+
 fn read_level(c: &Connection, level: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
     let keys: Array = Rc::new(level.iter().map(|sha| KeyForm::Raw.key(sha)).collect());
     let mut out = vec![None; level.len()];
