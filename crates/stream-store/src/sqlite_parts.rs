@@ -2,7 +2,6 @@
 //! `blobs` (recognised by their header, schema 4), `snapshots` mapping an id
 //! to its root.
 
-use std::rc::Rc;
 use std::sync::LazyLock;
 
 use rusqlite::types::Value;
@@ -81,7 +80,7 @@ pub(crate) fn put_snapshot(
     }
     let split = split_snapshot(bytes);
     let keys: Vec<Value> = split.parts.iter().map(|(sha, _)| form.key(sha)).collect();
-    let stored = stored_keys(c, &keys)?;
+    let stored = stored_keys(c, keys.clone())?;
     for ((key, (_, part)), stored) in keys.into_iter().zip(&split.parts).zip(stored) {
         if !stored {
             c.prepare_cached(&INSERT_BLOB)
@@ -127,33 +126,35 @@ pub(crate) fn read_snapshot(
     join_snapshot(id, &root, |level| read_level(c, level)).map(Some)
 }
 
-/// The bytes of each blob in `level`, in its order: one query, the keys
-/// bound raw, so each lookup seeks the key's index.
-/// For each key, whether a blob is stored under it.
-fn stored_keys(c: &Connection, keys: &[Value]) -> Result<Vec<bool>, StoreError> {
-    let mut out = vec![false; keys.len()];
-    let array: Array = Rc::new(keys.to_vec());
-    let mut stmt = c.prepare_cached(&STORED_KEYS).map_err(backend)?;
-    let mut rows = stmt.query([array]).map_err(backend)?;
+/// Runs `sql` over `keys` bound as one array: each row names a key by its
+/// position (column 0) and `found` reads what the row says of it.
+fn by_position<T: Clone>(
+    c: &Connection,
+    sql: &str,
+    keys: Vec<Value>,
+    absent: T,
+    found: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = vec![absent; keys.len()];
+    let mut stmt = c.prepare_cached(sql).map_err(backend)?;
+    let mut rows = stmt.query([Array::new(keys)]).map_err(backend)?;
     while let Some(row) = rows.next().map_err(backend)? {
         let at: i64 = row.get(0).map_err(backend)?;
         if let Some(slot) = usize::try_from(at).ok().and_then(|at| out.get_mut(at)) {
-            *slot = true;
+            *slot = found(row).map_err(backend)?;
         }
     }
     Ok(out)
 }
 
+/// For each key, whether a blob is stored under it.
+fn stored_keys(c: &Connection, keys: Vec<Value>) -> Result<Vec<bool>, StoreError> {
+    by_position(c, &STORED_KEYS, keys, false, |_| Ok(true))
+}
+
+/// The bytes of each blob in `level`, in its order: one query, the keys
+/// bound raw, so each lookup seeks the key's index.
 fn read_level(c: &Connection, level: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-    let keys: Array = Rc::new(level.iter().map(|sha| KeyForm::Raw.key(sha)).collect());
-    let mut out = vec![None; level.len()];
-    let mut stmt = c.prepare_cached(&READ_LEVEL).map_err(backend)?;
-    let mut rows = stmt.query([keys]).map_err(backend)?;
-    while let Some(row) = rows.next().map_err(backend)? {
-        let at: i64 = row.get(0).map_err(backend)?;
-        if let Some(slot) = usize::try_from(at).ok().and_then(|at| out.get_mut(at)) {
-            *slot = Some(row.get(1).map_err(backend)?);
-        }
-    }
-    Ok(out)
+    let keys = level.iter().map(|sha| KeyForm::Raw.key(sha)).collect();
+    by_position(c, &READ_LEVEL, keys, None, |row| row.get(1).map(Some))
 }
