@@ -7,7 +7,9 @@
 //! in-memory image the broker uses, interleaved in the same run.
 //!
 //! `cargo bench -p stream-broker --bench attempt` (`-- --runs N`, default 100).
-//! Prints medians and the ratio; asserts nothing about speed.
+//! Prints medians and the ratio; asserts nothing about speed. The packet
+//! carries the proposal tools as the engine sends them, whose schemas a
+//! parked worker compiled during its warm-up.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -16,8 +18,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use stream_broker::{Broker, BrokerConfig};
-use stream_core::payload::ProviderApi;
-use stream_protocol::WorkerResult;
+use stream_core::payload::{ProposalKind, ProviderApi};
+use stream_protocol::{ToolDef, WorkerResult};
 use stream_testkit::packets::{memory_args, packet};
 use stream_testkit::provider::{Reply, ScriptedCall, ScriptedCompletion, ScriptedProvider};
 
@@ -73,7 +75,19 @@ fn main() {
     let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
 
     let api = ProviderApi::OpenaiChat;
-    let p = packet(api);
+    let mut p = packet(api);
+    // The proposal tools exactly as the engine sends them.
+    p.tools = ProposalKind::ALL
+        .into_iter()
+        .map(|kind| {
+            let spec = stream_declarations::tool_spec(kind);
+            ToolDef {
+                name: spec.name.into(),
+                description: spec.description.into(),
+                input_schema: spec.schema,
+            }
+        })
+        .collect();
     let reply = Reply::completion(ScriptedCompletion {
         texts: vec!["Noted.".into()],
         thinking: None,
