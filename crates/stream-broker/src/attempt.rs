@@ -16,7 +16,7 @@ use stream_sandbox::{
 };
 
 use crate::http::{self, Secret};
-use crate::{ALLOW_UNENFORCED_FLAG, Broker, BrokerConfig};
+use crate::{ALLOW_UNENFORCED_FLAG, Broker, BrokerConfig, Refill};
 
 /// Where in the attempt something happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -430,7 +430,10 @@ async fn blocking<T: Send + 'static>(
 
 pub(crate) async fn run(broker: &Broker, packet: &Packet) -> Result<AttemptReport, AttemptError> {
     let outcome = run_inner(broker, packet).await;
-    broker.workers.refill();
+    match broker.config.refill {
+        Refill::AfterAttempt => broker.workers.refill(),
+        Refill::WhenAsked => {}
+    }
     let run = packet.run_id.short(12);
     match &outcome {
         Ok(report) => tracing::info!(

@@ -146,6 +146,8 @@ fn main() {
             .unwrap();
             assert_eq!(delivered.sent, 1);
             let done = Instant::now();
+            // As serve's delivery task does once a pass is done.
+            engine.prepare_spare();
             if i >= 5 {
                 ingress_t.push(stored - start);
                 snapshot_t.push(report.stages.snapshot);

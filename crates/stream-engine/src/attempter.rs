@@ -20,6 +20,9 @@ pub trait Attempter: Send + Sync {
     fn worker_sha256(&self) -> &Sha256Hex;
     /// Runs one attempt of `packet`.
     fn run_attempt<'a>(&'a self, packet: &'a Packet) -> AttemptFuture<'a>;
+    /// A turn's reply is out: a good moment to make the next spare worker
+    /// (nothing for an attempter without one).
+    fn prepare_spare(&self);
 }
 
 impl Attempter for Broker {
@@ -29,5 +32,9 @@ impl Attempter for Broker {
 
     fn run_attempt<'a>(&'a self, packet: &'a Packet) -> AttemptFuture<'a> {
         Box::pin(Broker::run_attempt(self, packet))
+    }
+
+    fn prepare_spare(&self) {
+        Broker::prepare_spare(self);
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use stream_broker::ImageError;
-use stream_broker::{Broker, BrokerConfig, BrokerError};
+use stream_broker::{Broker, BrokerConfig, BrokerError, Refill};
 use stream_core::payload::{BotCommand, MessageReceived};
 use stream_core::{EventId, Sha256Hex, SourceName, StoredEvent};
 use stream_declarations::install::{Expected, load_installed};
@@ -261,8 +261,11 @@ impl Engine {
         config.allow_unenforced = settings.allow_unenforced_sandbox;
         config.http_timeout = settings.provider_timeout;
         // Serve is long-lived: keep the next attempt's worker spawned and
-        // verified while idle (docs/design.md §9).
+        // verified while idle (docs/design.md §9), made once a turn's reply
+        // is out ([`Engine::prepare_spare`]), not during its settlement and
+        // delivery.
         config.keep_spare = true;
+        config.refill = Refill::WhenAsked;
         // The broker seals the worker in memory and hashes that copy: the
         // bundle receipts name is the worker every attempt executes.
         Broker::new(config).map_err(|e| match e {
@@ -333,6 +336,18 @@ impl Engine {
     /// The settings it was built with.
     pub fn settings(&self) -> &EngineSettings {
         &self.settings
+    }
+
+    /// Makes the next spare worker if none is ready: called once a delivery
+    /// pass is done, when a turn's reply is out.
+    pub fn prepare_spare(&self) {
+        self.broker.prepare_spare();
+    }
+
+    /// The attempter, for a task that outlives this handle (serve's
+    /// delivery asks it for the next spare).
+    pub(crate) fn attempter(&self) -> Arc<dyn Attempter> {
+        Arc::clone(&self.broker)
     }
 
     /// The store.

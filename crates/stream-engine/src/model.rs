@@ -356,6 +356,8 @@ impl Engine {
                         .retry_backoff
                         .saturating_mul(factor)
                         .min(Duration::from_secs(60));
+                    // Idle until the retry: the moment to make its worker.
+                    self.broker.prepare_spare();
                     if self.pause(wait).await {
                         return Err(EngineError::Interrupted);
                     }

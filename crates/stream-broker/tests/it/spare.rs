@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use stream_broker::{Broker, BrokerConfig};
+use stream_broker::{Broker, BrokerConfig, Refill};
 use stream_core::payload::{ProviderApi, RunFailureReason as R};
 use stream_protocol::WorkerResult;
 use stream_testkit::packets::packet;
@@ -59,6 +59,39 @@ fn await_zombie(pid: i32) {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// With `Refill::WhenAsked` (serve) the taken spare is replaced only when
+/// the caller asks, once its turn's reply is out; by default, at once.
+#[test]
+fn a_spare_is_replaced_after_the_attempt_or_only_when_asked() {
+    let provider = provider(2);
+    let runtime = runtime();
+    for refill in [Refill::AfterAttempt, Refill::WhenAsked] {
+        let mut config = spare_config(&worker(), &provider);
+        config.refill = refill;
+        let broker = Broker::new(config).unwrap();
+        let first = broker.spare_pid(READY).expect("a spare is made at start");
+        completes(&runtime, &broker);
+        match refill {
+            Refill::AfterAttempt => {
+                let next = broker.spare_pid(READY).expect("replaced after the attempt");
+                assert_ne!(next, first);
+            }
+            Refill::WhenAsked => {
+                // Long enough for a refill begun at the attempt's end to
+                // have counted its spawn.
+                std::thread::sleep(Duration::from_millis(300));
+                assert_eq!(broker.workers_spawned(), 1, "nothing made unasked");
+                assert_eq!(broker.spare_pid(Duration::ZERO), None);
+                broker.prepare_spare();
+                let next = broker.spare_pid(READY).expect("made when asked");
+                assert_ne!(next, first);
+                assert_eq!(broker.workers_spawned(), 2);
+            }
+        }
+    }
+    assert_eq!(provider.requests().len(), 2);
 }
 
 #[test]

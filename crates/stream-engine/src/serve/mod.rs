@@ -39,6 +39,7 @@ use stream_telegram::{
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::attempter::Attempter;
 use crate::cooperation::{ConsumerRequest, CooperationError, read_request};
 use crate::engine::{Engine, EngineError, ProcessReport};
 use crate::settings::{EngineSettings, IngressSettings};
@@ -204,6 +205,7 @@ pub async fn drain(
         };
         let processed = drain_pass(Arc::clone(&engine)).await?;
         let delivered = deliver(&ingress).await?;
+        engine.prepare_spare();
         report.stored += stored;
         report.processed.triggers += processed.triggers;
         report.processed.completed += processed.completed;
@@ -282,6 +284,7 @@ async fn consume(
 /// wait (or at the next settlement).
 async fn delivery(
     ingress: Arc<Ingress>,
+    spares: Arc<dyn Attempter>,
     mut commits: watch::Receiver<u64>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), ServeError> {
@@ -291,7 +294,11 @@ async fn delivery(
             return Ok(());
         }
         commits.borrow_and_update();
-        let retry = match deliver(&ingress).await {
+        let delivered = deliver(&ingress).await;
+        // The turn's reply is out (or its pass ended): now the next spare
+        // worker's spawn competes with nothing on the turn's path.
+        spares.prepare_spare();
+        let retry = match delivered {
             Ok(report) if report.pending == 0 => {
                 backoff.reset();
                 None
@@ -360,6 +367,7 @@ pub async fn run(
     // Delivery wakes when a trigger is settled (not at every commit: a
     // burst of admitted updates would make it rescan once per update).
     let settled = Commits::new();
+    let spares = engine.attempter();
     let mut engine = engine;
     engine.stop_on(stop_rx.clone());
     engine.signal_settled(settled.clone());
@@ -375,7 +383,12 @@ pub async fn run(
         });
     }
     {
-        let delivered = delivery(Arc::clone(&ingress), settled.subscribe(), stop_rx.clone());
+        let delivered = delivery(
+            Arc::clone(&ingress),
+            spares,
+            settled.subscribe(),
+            stop_rx.clone(),
+        );
         tasks.spawn(async move { ("delivery", delivered.await) });
     }
     {

@@ -59,6 +59,8 @@ impl Attempter for Scripted {
         let next = self.script.lock().unwrap().pop_front();
         Box::pin(async move { next.unwrap_or(Err(AttemptError::ProviderUnreachable)) })
     }
+
+    fn prepare_spare(&self) {}
 }
 
 fn settings(dir: &Path, max_attempts: u32, backoff: Duration) -> EngineSettings {
