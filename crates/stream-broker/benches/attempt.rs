@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use stream_broker::{Broker, BrokerConfig};
 use stream_core::payload::{ProposalKind, ProviderApi};
-use stream_protocol::{ToolDef, WorkerResult};
+use stream_protocol::WorkerResult;
 use stream_testkit::packets::{memory_args, packet};
 use stream_testkit::provider::{Reply, ScriptedCall, ScriptedCompletion, ScriptedProvider};
 
@@ -79,14 +79,7 @@ fn main() {
     // The proposal tools exactly as the engine sends them.
     p.tools = ProposalKind::ALL
         .into_iter()
-        .map(|kind| {
-            let spec = stream_declarations::tool_spec(kind);
-            ToolDef {
-                name: spec.name.into(),
-                description: spec.description.into(),
-                input_schema: spec.schema,
-            }
-        })
+        .map(stream_declarations::tool_def)
         .collect();
     let reply = Reply::completion(ScriptedCompletion {
         texts: vec!["Noted.".into()],

@@ -36,5 +36,5 @@ pub use error::{DeclarationError, PromptProblem};
 pub use load::{LoadedDeclaration, Prompt, fingerprint, parse_yaml};
 pub use model::{Declaration, Kind};
 pub use registry::{Installed, RegistryError};
-pub use tools::{CapabilityManifest, PACKET_PROTOCOL, ToolSpec, tool_name, tool_spec};
+pub use tools::{CapabilityManifest, PACKET_PROTOCOL, ToolSpec, tool_def, tool_name, tool_spec};
 pub use validate::validate;

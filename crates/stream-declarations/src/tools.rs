@@ -11,6 +11,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 use stream_core::payload::ProposalKind;
+use stream_protocol::ToolDef;
 
 /// The packet/result protocol version the manifest is written for.
 pub const PACKET_PROTOCOL: &str = "stream.sandbox/1";
@@ -84,6 +85,17 @@ pub fn tool_spec(kind: ProposalKind) -> ToolSpec {
                 nothing, requests no permissions and widens no data access.",
             schema: focus_schema(),
         },
+    }
+}
+
+/// The tool of `kind` as a packet carries it to the worker and the provider
+/// (the worker's canned warm-up packet holds these too).
+pub fn tool_def(kind: ProposalKind) -> ToolDef {
+    let spec = tool_spec(kind);
+    ToolDef {
+        name: spec.name.to_owned(),
+        description: spec.description.to_owned(),
+        input_schema: spec.schema,
     }
 }
 

@@ -7,13 +7,13 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use stream_broker::{AttemptError, AttemptReport};
-use stream_context::packet::{ProviderSpec, ToolDef};
+use stream_context::packet::ProviderSpec;
 use stream_context::{ContextSpec, Snapshot};
 use stream_core::ids::derive_run_id;
-use stream_core::payload::{MessageReceived, ProposalKind, ProviderRef, RunFailureReason};
+use stream_core::payload::{MessageReceived, ProviderRef, RunFailureReason};
 use stream_core::text::{BoundedText, Label};
 use stream_core::{SourceName, StoredEvent};
-use stream_declarations::tool_spec;
+use stream_declarations::tool_def;
 use stream_memory::scan::{ScanLimits, scan_with_limits};
 use stream_proposals::settle::{FailedAttempt, RunFacts, Settlement, ValidatedCompletion, commit};
 use stream_proposals::validate::{AttemptEvidence, validate_completion};
@@ -21,16 +21,6 @@ use stream_provider::status_reason;
 use stream_store::{RunRow, RunStatus};
 
 use crate::engine::{Engine, EngineError, Settled, StageTimes};
-
-/// The tool definition the packet carries for `kind`.
-pub fn tool_def(kind: ProposalKind) -> ToolDef {
-    let spec = tool_spec(kind);
-    ToolDef {
-        name: spec.name.to_owned(),
-        description: spec.description.to_owned(),
-        input_schema: spec.schema,
-    }
-}
 
 /// A run ready for attempts, or one whose stored snapshot does not verify.
 enum Prepared {

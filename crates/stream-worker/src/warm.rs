@@ -68,24 +68,12 @@ mod tests {
     #[test]
     fn the_canned_tools_are_the_proposal_tools_the_parent_sends() {
         let packet: Packet = serde_json::from_str(super::PACKET).unwrap();
-        let sent: Vec<serde_json::Value> = ProposalKind::ALL
+        let sent: Vec<_> = ProposalKind::ALL
             .into_iter()
-            .map(|kind| {
-                let spec = stream_declarations::tool_spec(kind);
-                serde_json::json!({
-                    "name": spec.name,
-                    "description": spec.description,
-                    "inputSchema": spec.schema,
-                })
-            })
-            .collect();
-        let canned: Vec<serde_json::Value> = packet
-            .tools
-            .iter()
-            .map(|t| serde_json::to_value(t).unwrap())
+            .map(stream_declarations::tool_def)
             .collect();
         assert_eq!(
-            canned,
+            packet.tools,
             sent,
             "warm_packet.json's tools are stale; replace them with:\n{}",
             serde_json::to_string(&sent).unwrap()
