@@ -15,21 +15,23 @@ use crate::ids::Sha256Hex;
 #[error("value cannot be canonicalized as RFC 8785 JSON")]
 pub struct CanonError;
 
+mod encoder;
+
 /// The RFC 8785 canonical bytes of `value`.
 ///
-/// `value` goes through serde_json's data model (`serde_json::Value`), then
-/// [`write_value`] writes it: members sorted by their names' UTF-16 code
-/// units, numbers as ECMAScript prints them, strings by
-/// [`canonical_string`]. The bytes are serde_jcs's for every JSON value
-/// (`canonical_bytes_are_serde_jcs_s_for_any_json_value`), at 3 to 6 times
-/// its speed: serde_jcs writes each fragment through a boxed writer and
-/// parses each member name back to sort it, and every id, event and
-/// snapshot is encoded here. No canonical type holds a Rust float: a
-/// non-finite one would become `null`, as serde_json makes it.
+/// `value` is encoded with the meaning serde_json's data model gives it
+/// (`serde_json::to_value`), straight into bytes by one serializer
+/// (`encoder`): members sorted by their names' UTF-16 code units, numbers
+/// as ECMAScript prints them, strings by [`canonical_string`]. The bytes
+/// are serde_jcs's for every JSON value
+/// (`canonical_bytes_are_serde_jcs_s_for_any_json_value`) and every typed
+/// shape a payload uses (`typed_values_encode_as_serde_jcs_encodes_them`),
+/// and no `Value` tree is built on the way: every id, event and snapshot is
+/// encoded here. No canonical type holds a Rust float: a non-finite one
+/// would become `null`, as serde_json makes it.
 pub fn to_canonical_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CanonError> {
-    let value = serde_json::to_value(value).map_err(|_| CanonError)?;
     let mut out = Vec::new();
-    write_value(&value, &mut out)?;
+    value.serialize(encoder::Encoder { out: &mut out })?;
     Ok(out)
 }
 
@@ -38,76 +40,12 @@ pub fn to_canonical_string<T: Serialize + ?Sized>(value: &T) -> Result<String, C
     String::from_utf8(to_canonical_bytes(value)?).map_err(|_| CanonError)
 }
 
-/// Integers up to this magnitude are exact as ECMAScript numbers and print
-/// as their digits; larger ones print as the double they round to.
-const EXACT_INTEGER: u64 = 1 << 53;
-
-/// Appends `value`'s canonical encoding (RFC 8785 section 3.2).
-fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonError> {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => write_number(n, out)?,
-        Value::String(text) => out.extend_from_slice(&canonical_string(text)?),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(item, out)?;
-            }
-            out.push(b']');
-        }
-        Value::Object(members) => {
-            out.push(b'{');
-            for (i, (name, member)) in sorted_members(members).into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(&canonical_string(name)?);
-                out.push(b':');
-                write_value(member, out)?;
-            }
-            out.push(b'}');
-        }
-    }
-    Ok(())
-}
-
 /// An object's members in canonical order: by their names' UTF-16 code
 /// units (RFC 8785 section 3.2.3), not their UTF-8 bytes.
 pub(crate) fn sorted_members(members: &Map<String, Value>) -> Vec<(&String, &Value)> {
     let mut members: Vec<(&String, &Value)> = members.iter().collect();
-    members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+    members.sort_by(|(a, _), (b, _)| encoder::member_order(a, b));
     members
-}
-
-/// A number as ECMAScript's `Number.prototype.toString` prints its double.
-fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) -> Result<(), CanonError> {
-    let exact = n
-        .as_u64()
-        .filter(|u| *u <= EXACT_INTEGER)
-        .map(|u| (false, u))
-        .or_else(|| {
-            n.as_i64()
-                .filter(|i| i.unsigned_abs() <= EXACT_INTEGER)
-                .map(|i| (i < 0, i.unsigned_abs()))
-        });
-    match exact {
-        Some((negative, magnitude)) => {
-            if negative {
-                out.push(b'-');
-            }
-            out.extend_from_slice(itoa::Buffer::new().format(magnitude).as_bytes());
-        }
-        None => {
-            let double = n.as_f64().filter(|f| f.is_finite()).ok_or(CanonError)?;
-            out.extend_from_slice(ryu_js::Buffer::new().format_finite(double).as_bytes());
-        }
-    }
-    Ok(())
 }
 
 /// The RFC 8785 canonical bytes of one string, the one string encoder
@@ -117,8 +55,15 @@ fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) -> Result<(), CanonEr
 /// the tests below hold it to serde_jcs's bytes.
 pub fn canonical_string(text: &str) -> Result<Vec<u8>, CanonError> {
     let mut out = Vec::with_capacity(text.len() + 2);
-    serde_json::to_writer(&mut out, text).map_err(|_| CanonError)?;
+    canonical_string_into(&mut out, text);
     Ok(out)
+}
+
+/// [`canonical_string`] appended to `out`.
+fn canonical_string_into(out: &mut Vec<u8>, text: &str) {
+    // Writing a `str` into a `Vec` cannot fail: serde_json's only errors
+    // are the writer's and non-string map keys.
+    let _ = serde_json::to_writer(out, text);
 }
 
 /// SHA-256 of raw bytes, as a lowercase hex digest.
