@@ -68,8 +68,12 @@ fn canonical_string_into(out: &mut Vec<u8>, text: &str) {
 
 /// SHA-256 of raw bytes, as a lowercase hex digest.
 pub fn sha256(bytes: &[u8]) -> Sha256Hex {
-    let digest: [u8; 32] = Sha256::digest(bytes).into();
-    Sha256Hex::from_bytes(digest)
+    Sha256Hex::from_bytes(sha256_digest(bytes))
+}
+
+/// SHA-256 of raw bytes, as its 32 bytes (a part key before it is spelled).
+pub(crate) fn sha256_digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
 }
 
 /// SHA-256 of the canonical bytes of `value`.

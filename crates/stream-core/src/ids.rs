@@ -45,13 +45,18 @@ pub(crate) fn checked_hex_bytes(digits: &[u8]) -> [u8; 32] {
 }
 
 /// The 64 lowercase hex digits of a digest.
-fn hex_string(bytes: &[u8; 32]) -> String {
-    let mut out = String::with_capacity(64);
-    for b in bytes {
-        out.push(char::from(HEX_DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(HEX_DIGITS[usize::from(b & 0x0f)]));
+pub(crate) fn hex_digits(bytes: &[u8; 32]) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX_DIGITS[usize::from(b >> 4)];
+        pair[1] = HEX_DIGITS[usize::from(b & 0x0f)];
     }
     out
+}
+
+/// [`hex_digits`] as a string.
+fn hex_string(bytes: &[u8; 32]) -> String {
+    hex_digits(bytes).into_iter().map(char::from).collect()
 }
 
 macro_rules! hex_id {

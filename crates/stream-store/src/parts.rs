@@ -10,7 +10,7 @@
 //! the parts of one level of the tree in one query.
 
 use stream_core::canon::sha256;
-use stream_core::parts::{JoinError, PartCheck, Split, join_levels, split};
+use stream_core::parts::{Digest, JoinError, PartCheck, Split, join_levels, split};
 use stream_core::{Sha256Hex, SnapshotId};
 
 use crate::{PartFault, StoreError};
@@ -81,7 +81,7 @@ pub(crate) fn split_snapshot(bytes: &[u8]) -> Split {
 }
 
 /// The bytes of snapshot `id` rooted at `root`, fetched a level at a time
-/// by `fetch_level` (the bytes of each given hash, in order, `None` when
+/// by `fetch_level` (the bytes of each given raw key, in order, `None` when
 /// not stored). The whole is checked against the id, which no altered part
 /// can match; only when that fails (or a part does not parse) is each part
 /// hashed, so that the refusal names the bad part and calls an altered one
@@ -89,7 +89,7 @@ pub(crate) fn split_snapshot(bytes: &[u8]) -> Split {
 pub(crate) fn join_snapshot(
     id: &SnapshotId,
     root: &str,
-    mut fetch_level: impl FnMut(&[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, StoreError>,
+    mut fetch_level: impl FnMut(&[Digest]) -> Result<Vec<Option<Vec<u8>>>, StoreError>,
 ) -> Result<SnapshotBytes, StoreError> {
     let fault = |part: &Sha256Hex, fault| StoreError::SnapshotPart {
         id: id.clone(),

@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 use rusqlite::types::Value;
 use rusqlite::vtab::array::Array;
 use rusqlite::{Connection, OptionalExtension, params};
+use stream_core::parts::Digest;
 use stream_core::{Sha256Hex, SnapshotId};
 
 use crate::parts::{check_snapshot, checked_whole, join_snapshot, split_snapshot};
@@ -154,7 +155,7 @@ fn stored_keys(c: &Connection, keys: Vec<Value>) -> Result<Vec<bool>, StoreError
 
 /// The bytes of each blob in `level`, in its order: one query, the keys
 /// bound raw, so each lookup seeks the key's index.
-fn read_level(c: &Connection, level: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-    let keys = level.iter().map(|sha| KeyForm::Raw.key(sha)).collect();
+fn read_level(c: &Connection, level: &[Digest]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    let keys = level.iter().map(|sha| Value::Blob(sha.to_vec())).collect();
     by_position(c, &READ_LEVEL, keys, None, |row| row.get(1).map(Some))
 }

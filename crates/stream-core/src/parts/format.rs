@@ -25,7 +25,7 @@
 
 use std::borrow::Cow;
 
-use crate::ids::{Sha256Hex, checked_hex_bytes};
+use crate::ids::checked_hex_bytes;
 
 /// Every part written now starts with these bytes.
 pub const HEADER: &[u8] = b"tsp3";
@@ -61,11 +61,15 @@ pub(crate) enum Kind {
     Text,
 }
 
+/// A part's key as its 32 raw bytes: how a part names another, and how
+/// the store is asked for it; spelled in hex only for a `Split` or an error.
+pub type Digest = [u8; 32];
+
 /// A reference: at `at` in the literal, insert what `sha` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ref {
     pub at: usize,
-    pub sha: Sha256Hex,
+    pub sha: Digest,
     pub kind: Kind,
 }
 
@@ -132,7 +136,7 @@ pub(crate) fn encode(refs: &[Ref], literal: &[u8]) -> Vec<u8> {
     for r in refs {
         put_varint(&mut out, tag(r.at - prev, r.kind));
         prev = r.at;
-        out.extend_from_slice(&r.sha.to_bytes());
+        out.extend_from_slice(&r.sha);
     }
     if packable {
         pack(literal, &mut out);
@@ -225,9 +229,8 @@ pub(crate) fn parse(bytes: &[u8]) -> Option<(Vec<Ref>, Cow<'_, [u8]>)> {
     (ordered && inside).then_some((refs, literal))
 }
 
-fn digest(bytes: &[u8]) -> Option<Sha256Hex> {
-    let digest: [u8; 32] = bytes.try_into().ok()?;
-    Some(Sha256Hex::from_bytes(digest))
+fn digest(bytes: &[u8]) -> Option<Digest> {
+    bytes.try_into().ok()
 }
 
 fn parse_v1(rest: &[u8]) -> Option<(Vec<Ref>, usize)> {
@@ -286,16 +289,16 @@ mod tests {
         assert_eq!(get_varint(&[0x80; 6], &mut pos), None);
     }
 
-    fn refs_of(sha: &Sha256Hex) -> Vec<Ref> {
+    fn refs_of(sha: Digest) -> Vec<Ref> {
         vec![
             Ref {
                 at: 1,
-                sha: sha.clone(),
+                sha,
                 kind: Kind::Text,
             },
             Ref {
                 at: 300,
-                sha: sha.clone(),
+                sha,
                 kind: Kind::Part,
             },
         ]
@@ -303,8 +306,7 @@ mod tests {
 
     #[test]
     fn a_part_round_trips_both_kinds_of_reference() {
-        let sha = crate::canon::sha256(b"x");
-        let refs = refs_of(&sha);
+        let refs = refs_of(crate::canon::sha256_digest(b"x"));
         let literal = vec![b'a'; 300];
         let bytes = encode(&refs, &literal);
         assert!(bytes.starts_with(HEADER));
@@ -326,10 +328,9 @@ mod tests {
             &id[1..]
         )
         .into_bytes();
-        let sha = crate::canon::sha256(b"x");
         let refs = vec![Ref {
             at: literal.len(),
-            sha,
+            sha: crate::canon::sha256_digest(b"x"),
             kind: Kind::Part,
         }];
         let bytes = encode(&refs, &literal);

@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 
-use super::format::{Kind, Ref, parse};
+use super::format::{Digest, Kind, Ref, parse};
 use super::{JoinError, MAX_DEPTH};
-use crate::canon::{canonical_string, sha256};
+use crate::canon::{canonical_string, sha256_digest};
 use crate::ids::Sha256Hex;
 
 /// Whether [`join_levels`] hashes each part as it arrives.
@@ -35,25 +35,42 @@ pub fn join<E>(
     mut fetch: impl FnMut(&Sha256Hex) -> Result<Option<Vec<u8>>, E>,
 ) -> Result<Vec<u8>, JoinError<E>> {
     join_levels(root, max_bytes, PartCheck::EachPart, |level| {
-        level.iter().map(&mut fetch).collect()
+        level
+            .iter()
+            .map(|sha| fetch(&Sha256Hex::from_bytes(*sha)))
+            .collect()
     })
 }
 
 /// [`join`] with one fetch per level of the tree rather than one per part:
-/// `fetch_level` gets the distinct hashes one level references and returns
-/// their bytes in the same order (`None` for one not stored). A backend
-/// answers a level with one query, so a document costs a round trip per
-/// level (a handful) instead of one per part (about a hundred).
+/// `fetch_level` gets the distinct keys one level references, as raw
+/// digests, and returns their bytes in the same order (`None` for one not
+/// stored). A backend answers a level with one query, so a document costs
+/// a round trip per level (a handful) instead of one per part (about a
+/// hundred).
 pub fn join_levels<E>(
     root: &Sha256Hex,
     max_bytes: usize,
     check: PartCheck,
-    mut fetch_level: impl FnMut(&[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, E>,
+    fetch_level: impl FnMut(&[Digest]) -> Result<Vec<Option<Vec<u8>>>, E>,
 ) -> Result<Vec<u8>, JoinError<E>> {
-    let mut fetched: HashMap<Sha256Hex, Entry> = HashMap::new();
+    join_digests(&root.to_bytes(), max_bytes, check, fetch_level)
+}
+
+/// [`join_levels`] from a raw root. Keys stay raw from the parts to the
+/// fetch: a reference is 32 bytes in its part, and a store looks it up as
+/// those bytes, so none is spelled in hex unless an error names it.
+pub(crate) fn join_digests<E>(
+    root: &Digest,
+    max_bytes: usize,
+    check: PartCheck,
+    mut fetch_level: impl FnMut(&[Digest]) -> Result<Vec<Option<Vec<u8>>>, E>,
+) -> Result<Vec<u8>, JoinError<E>> {
+    let named = |sha: &Digest| Sha256Hex::from_bytes(*sha);
+    let mut fetched: HashMap<Digest, Entry> = HashMap::new();
     // How each hash is referenced: a blob is a part or a text, never both.
-    let mut wanted: HashMap<Sha256Hex, Kind> = HashMap::from([(root.clone(), Kind::Part)]);
-    let mut level = vec![root.clone()];
+    let mut wanted: HashMap<Digest, Kind> = HashMap::from([(*root, Kind::Part)]);
+    let mut level = vec![*root];
     // Every fetched blob appears in the result at least once, so their sum
     // is bounded like the result.
     let mut literal_bytes = 0usize;
@@ -70,21 +87,21 @@ pub fn join_levels<E>(
             let bytes = blobs
                 .next()
                 .flatten()
-                .ok_or_else(|| JoinError::Missing(sha.clone()))?;
-            if check == PartCheck::EachPart && sha256(&bytes) != sha {
-                return Err(JoinError::Altered(sha));
+                .ok_or_else(|| JoinError::Missing(named(&sha)))?;
+            if check == PartCheck::EachPart && sha256_digest(&bytes) != sha {
+                return Err(JoinError::Altered(named(&sha)));
             }
-            let malformed = || JoinError::Malformed(sha.clone());
+            let malformed = || JoinError::Malformed(named(&sha));
             let entry = match wanted.get(&sha) {
                 Some(Kind::Part) | None => {
                     let (refs, literal) = parse(&bytes).ok_or_else(malformed)?;
                     for r in &refs {
                         match wanted.get(&r.sha) {
                             Some(kind) if *kind == r.kind => {}
-                            Some(_) => return Err(JoinError::Malformed(r.sha.clone())),
+                            Some(_) => return Err(JoinError::Malformed(named(&r.sha))),
                             None => {
-                                wanted.insert(r.sha.clone(), r.kind);
-                                next.push(r.sha.clone());
+                                wanted.insert(r.sha, r.kind);
+                                next.push(r.sha);
                             }
                         }
                     }
@@ -122,8 +139,8 @@ pub fn join_levels<E>(
 
 /// The one assembly loop: `sha`'s literal with each reference inserted.
 fn assemble<E>(
-    sha: &Sha256Hex,
-    fetched: &HashMap<Sha256Hex, Entry>,
+    sha: &Digest,
+    fetched: &HashMap<Digest, Entry>,
     out: &mut Vec<u8>,
     insertions: &mut usize,
     max_bytes: usize,
@@ -135,7 +152,7 @@ fn assemble<E>(
     *insertions = insertions.checked_sub(1).ok_or(JoinError::TooLarge)?;
     match fetched
         .get(sha)
-        .ok_or_else(|| JoinError::Missing(sha.clone()))?
+        .ok_or_else(|| JoinError::Missing(Sha256Hex::from_bytes(*sha)))?
     {
         Entry::Text(encoded) => out.extend_from_slice(encoded),
         Entry::Part { refs, literal } => {

@@ -26,14 +26,16 @@ mod format;
 mod join;
 mod text;
 
-pub use format::{HEADER, HEADER_V1, HEADER_V2, HEADERS};
+pub use format::{Digest, HEADER, HEADER_V1, HEADER_V2, HEADERS};
 pub use join::{PartCheck, join, join_levels};
 pub use text::{TextCut, cut_text, splice_text, stored_as_text};
 
 use serde_json::Value;
 
-use crate::canon::{CanonError, canonical_string, sha256, sorted_members, to_canonical_bytes};
-use crate::ids::Sha256Hex;
+use crate::canon::{
+    CanonError, canonical_string, sha256_digest, sorted_members, to_canonical_bytes,
+};
+use crate::ids::{Sha256Hex, hex_digits};
 use format::{Kind, Ref, encode, unpacked_len};
 
 /// Values at least this long (canonical bytes) become their own part.
@@ -88,11 +90,12 @@ pub enum JoinError<E> {
     Fetch(E),
 }
 
-type Parts = Vec<(Sha256Hex, Vec<u8>)>;
+/// The parts cut so far, each under its raw key, once.
+type Parts = Vec<(Digest, Vec<u8>)>;
 
-fn keep(parts: &mut Parts, sha: &Sha256Hex, bytes: impl FnOnce() -> Vec<u8>) {
-    if !parts.iter().any(|(s, _)| s == sha) {
-        parts.push((sha.clone(), bytes()));
+fn keep(parts: &mut Parts, sha: Digest, bytes: impl FnOnce() -> Vec<u8>) {
+    if !parts.iter().any(|(s, _)| *s == sha) {
+        parts.push((sha, bytes()));
     }
 }
 
@@ -152,13 +155,13 @@ impl Node {
         self.len += child.len;
         if own_part {
             let bytes = child.encode();
-            let sha = sha256(&bytes);
+            let sha = sha256_digest(&bytes);
             self.refs.push(Ref {
                 at: self.literal.len(),
-                sha: sha.clone(),
+                sha,
                 kind: Kind::Part,
             });
-            keep(parts, &sha, || bytes);
+            keep(parts, sha, || bytes);
         } else {
             let base = self.literal.len();
             self.refs.extend(child.refs.into_iter().map(|r| Ref {
@@ -191,7 +194,7 @@ fn ends_run(child: &Node, bounds: &Bounds) -> bool {
     let mut hasher = sha2::Sha256::new();
     hasher.update(&child.literal);
     for r in &child.refs {
-        hasher.update(r.sha.as_str().as_bytes());
+        hasher.update(hex_digits(&r.sha));
     }
     let first = hasher.finalize()[0] >> 4;
     bounds
@@ -316,15 +319,15 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
         Value::String(text) => {
             let encoded = canonical_string(text)?;
             if stored_as_text(encoded.len()) {
-                let sha = sha256(text.as_bytes());
+                let sha = sha256_digest(text.as_bytes());
                 n.refs.push(Ref {
                     at: 0,
-                    sha: sha.clone(),
+                    sha,
                     kind: Kind::Text,
                 });
                 n.len = encoded.len();
                 n.lone_ref = true;
-                keep(parts, &sha, || text.as_bytes().to_vec());
+                keep(parts, sha, || text.as_bytes().to_vec());
             } else {
                 n.len = encoded.len();
                 n.literal = encoded;
@@ -345,7 +348,7 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
 pub fn split(bytes: &[u8]) -> Split {
     let whole = || {
         let encoded = encode(&[], bytes);
-        let root = sha256(&encoded);
+        let root = Sha256Hex::from_bytes(sha256_digest(&encoded));
         Split {
             root: root.clone(),
             parts: vec![(root, encoded)],
@@ -359,13 +362,13 @@ pub fn split(bytes: &[u8]) -> Split {
         return whole();
     };
     let encoded = root.encode();
-    let root_sha = sha256(&encoded);
-    keep(&mut parts, &root_sha, || encoded);
+    let root_sha = sha256_digest(&encoded);
+    keep(&mut parts, root_sha, || encoded);
     // Every part was hashed from the bytes at hand, and the result is
     // compared with `bytes` whole: no part needs hashing again.
-    let by_key: std::collections::HashMap<&Sha256Hex, &Vec<u8>> =
+    let by_key: std::collections::HashMap<&Digest, &Vec<u8>> =
         parts.iter().map(|(sha, part)| (sha, part)).collect();
-    let rejoined = join_levels(&root_sha, bytes.len(), PartCheck::WholeOnly, |level| {
+    let rejoined = join::join_digests(&root_sha, bytes.len(), PartCheck::WholeOnly, |level| {
         Ok::<_, ()>(
             level
                 .iter()
@@ -375,8 +378,11 @@ pub fn split(bytes: &[u8]) -> Split {
     });
     match rejoined {
         Ok(again) if again == bytes => Split {
-            root: root_sha,
-            parts,
+            root: Sha256Hex::from_bytes(root_sha),
+            parts: parts
+                .into_iter()
+                .map(|(sha, part)| (Sha256Hex::from_bytes(sha), part))
+                .collect(),
         },
         Ok(_) | Err(_) => whole(),
     }
@@ -385,6 +391,7 @@ pub fn split(bytes: &[u8]) -> Split {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canon::sha256;
 
     fn rejoin(split: &Split) -> Vec<u8> {
         let one = join(&split.root, usize::MAX, |sha| {
@@ -420,8 +427,9 @@ mod tests {
             Ok(level
                 .iter()
                 .map(|sha| {
-                    let bytes = split.parts.iter().find(|(s, _)| s == sha)?.1.clone();
-                    edit(sha, bytes)
+                    let sha = Sha256Hex::from_bytes(*sha);
+                    let bytes = split.parts.iter().find(|(s, _)| *s == sha)?.1.clone();
+                    edit(&sha, bytes)
                 })
                 .collect())
         })
@@ -539,7 +547,10 @@ mod tests {
             Ok::<_, ()>(
                 level
                     .iter()
-                    .map(|sha| Some(split.parts.iter().find(|(s, _)| s == sha)?.1.clone()))
+                    .map(|sha| {
+                        let sha = Sha256Hex::from_bytes(*sha);
+                        Some(split.parts.iter().find(|(s, _)| *s == sha)?.1.clone())
+                    })
                     .collect(),
             )
         });
@@ -576,7 +587,10 @@ mod tests {
             Ok::<_, ()>(
                 level
                     .iter()
-                    .map(|sha| Some(parts.iter().find(|(s, _)| s == sha)?.1.clone()))
+                    .map(|sha| {
+                        let sha = Sha256Hex::from_bytes(*sha);
+                        Some(parts.iter().find(|(s, _)| *s == sha)?.1.clone())
+                    })
                     .collect(),
             )
         });

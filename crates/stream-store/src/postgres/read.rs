@@ -3,6 +3,7 @@
 
 use postgres::Row;
 use postgres::types::ToSql;
+use stream_core::parts::Digest;
 use stream_core::{
     Authorship, DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName,
     StoredEvent, VersionId,
@@ -337,8 +338,12 @@ pub(crate) fn read_snapshot(
 
 /// The bytes of each of `hashes`, in order (`None` when not stored): one
 /// level of a snapshot's part tree in one query.
-fn read_level(c: &mut Conn, hashes: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-    let keys: Vec<&str> = hashes.iter().map(Sha256Hex::as_str).collect();
+fn read_level(c: &mut Conn, hashes: &[Digest]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    // Keys are hex text in this schema.
+    let keys: Vec<String> = hashes
+        .iter()
+        .map(|sha| Sha256Hex::from_bytes(*sha).as_str().to_owned())
+        .collect();
     let rows = query(
         c,
         "SELECT sha256, bytes FROM blobs WHERE sha256 = ANY($1)",
@@ -350,5 +355,5 @@ fn read_level(c: &mut Conn, hashes: &[Sha256Hex]) -> Result<Vec<Option<Vec<u8>>>
         let bytes: Vec<u8> = row.try_get(1).map_err(|_| invalid("blob"))?;
         found.insert(sha, bytes);
     }
-    Ok(keys.iter().map(|k| found.get(*k).cloned()).collect())
+    Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
 }
