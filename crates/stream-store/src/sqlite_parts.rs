@@ -2,6 +2,7 @@
 //! `blobs` (recognised by their header, schema 4), `snapshots` mapping an id
 //! to its root.
 
+use std::rc::Rc;
 use std::sync::LazyLock;
 
 use rusqlite::types::Value;
@@ -24,22 +25,18 @@ pub(crate) enum KeyForm {
 }
 
 impl KeyForm {
-    /// A digest given as its hex and its raw bytes, as this form stores it.
-    fn value(self, hex: &str, raw: [u8; 32]) -> Value {
+    /// A digest as this form stores it.
+    fn key(self, sha: &Digest) -> Value {
         match self {
-            Self::Hex => Value::Text(hex.to_owned()),
-            Self::Raw => Value::Blob(raw.to_vec()),
+            Self::Hex => Value::Text(Sha256Hex::from_bytes(*sha).as_str().to_owned()),
+            Self::Raw => Value::Blob(sha.to_vec()),
         }
-    }
-
-    fn key(self, sha: &Sha256Hex) -> Value {
-        self.value(sha.as_str(), sha.to_bytes())
     }
 
     /// A snapshot id as `snapshots.id` holds it: hex until schema 13, raw
     /// bytes since (the rewrite of schema 1 runs before, with `Hex`).
     fn id(self, id: &SnapshotId) -> Value {
-        self.value(id.as_str(), id.to_bytes())
+        self.key(&id.to_bytes())
     }
 }
 
@@ -80,9 +77,9 @@ pub(crate) fn put_snapshot(
         return Ok(());
     }
     let split = split_snapshot(bytes);
-    let keys: Vec<Value> = split.parts.iter().map(|(sha, _)| form.key(sha)).collect();
-    let stored = stored_keys(c, keys.clone())?;
-    for ((key, (_, part)), stored) in keys.into_iter().zip(&split.parts).zip(stored) {
+    let keys: Array = Rc::new(split.parts.iter().map(|(sha, _)| form.key(sha)).collect());
+    let stored = stored_keys(c, Rc::clone(&keys))?;
+    for ((key, (_, part)), stored) in keys.iter().zip(&split.parts).zip(stored) {
         if !stored {
             c.prepare_cached(&INSERT_BLOB)
                 .and_then(|mut s| s.execute(params![key, part]))
@@ -132,13 +129,13 @@ pub(crate) fn read_snapshot(
 fn by_position<T: Clone>(
     c: &Connection,
     sql: &str,
-    keys: Vec<Value>,
+    keys: Array,
     absent: T,
     found: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Vec<T>, StoreError> {
     let mut out = vec![absent; keys.len()];
     let mut stmt = c.prepare_cached(sql).map_err(backend)?;
-    let mut rows = stmt.query([Array::new(keys)]).map_err(backend)?;
+    let mut rows = stmt.query([keys]).map_err(backend)?;
     while let Some(row) = rows.next().map_err(backend)? {
         let at: i64 = row.get(0).map_err(backend)?;
         if let Some(slot) = usize::try_from(at).ok().and_then(|at| out.get_mut(at)) {
@@ -149,13 +146,13 @@ fn by_position<T: Clone>(
 }
 
 /// For each key, whether a blob is stored under it.
-fn stored_keys(c: &Connection, keys: Vec<Value>) -> Result<Vec<bool>, StoreError> {
+fn stored_keys(c: &Connection, keys: Array) -> Result<Vec<bool>, StoreError> {
     by_position(c, &STORED_KEYS, keys, false, |_| Ok(true))
 }
 
 /// The bytes of each blob in `level`, in its order: one query, the keys
 /// bound raw, so each lookup seeks the key's index.
 fn read_level(c: &Connection, level: &[Digest]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-    let keys = level.iter().map(|sha| Value::Blob(sha.to_vec())).collect();
+    let keys = Rc::new(level.iter().map(|sha| KeyForm::Raw.key(sha)).collect());
     by_position(c, &READ_LEVEL, keys, None, |row| row.get(1).map(Some))
 }

@@ -25,7 +25,7 @@
 
 use std::borrow::Cow;
 
-use crate::ids::checked_hex_bytes;
+use crate::ids::{checked_hex_bytes, hex_digits};
 
 /// Every part written now starts with these bytes.
 pub const HEADER: &[u8] = b"tsp3";
@@ -61,8 +61,9 @@ pub(crate) enum Kind {
     Text,
 }
 
-/// A part's key as its 32 raw bytes: how a part names another, and how
-/// the store is asked for it; spelled in hex only for a `Split` or an error.
+/// A part's key as its 32 raw bytes: how a part names another, how a
+/// `Split` hands it to a store and how the store is asked for it; spelled
+/// in hex only where a backend keys by hex, or an error names it.
 pub type Digest = [u8; 32];
 
 /// A reference: at `at` in the literal, insert what `sha` names.
@@ -190,11 +191,9 @@ fn unpack(packed: &[u8]) -> Option<Vec<u8>> {
         let start = out.len();
         out.extend_from_slice(run);
         if let Some(mark) = mark {
-            let id = rest.get(mark + 1..mark + PACKED_ID)?;
-            let mut digits = [0u8; QUOTED_ID - 2];
-            hex::encode_to_slice(id, &mut digits).ok()?;
+            let id: &Digest = rest.get(mark + 1..mark + PACKED_ID)?.try_into().ok()?;
             out.push(b'"');
-            out.extend_from_slice(&digits);
+            out.extend_from_slice(&hex_digits(id));
             out.push(b'"');
             rest = &rest[mark + PACKED_ID..];
         }

@@ -64,10 +64,10 @@ const RUN_MAX_BYTES: usize = 768;
 #[derive(Debug)]
 pub struct Split {
     /// The part the document starts from.
-    pub root: Sha256Hex,
+    pub root: Digest,
     /// Every blob to store, root included, with its hash; a shared value
     /// once. A text blob is its raw UTF-8 (no header).
-    pub parts: Vec<(Sha256Hex, Vec<u8>)>,
+    pub parts: Vec<(Digest, Vec<u8>)>,
 }
 
 /// Why a document could not be reassembled. Carries part hashes only.
@@ -348,9 +348,9 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
 pub fn split(bytes: &[u8]) -> Split {
     let whole = || {
         let encoded = encode(&[], bytes);
-        let root = Sha256Hex::from_bytes(sha256_digest(&encoded));
+        let root = sha256_digest(&encoded);
         Split {
-            root: root.clone(),
+            root,
             parts: vec![(root, encoded)],
         }
     };
@@ -378,11 +378,8 @@ pub fn split(bytes: &[u8]) -> Split {
     });
     match rejoined {
         Ok(again) if again == bytes => Split {
-            root: Sha256Hex::from_bytes(root_sha),
-            parts: parts
-                .into_iter()
-                .map(|(sha, part)| (Sha256Hex::from_bytes(sha), part))
-                .collect(),
+            root: root_sha,
+            parts,
         },
         Ok(_) | Err(_) => whole(),
     }
@@ -393,13 +390,17 @@ mod tests {
     use super::*;
     use crate::canon::sha256;
 
+    fn hex(sha: &Digest) -> Sha256Hex {
+        Sha256Hex::from_bytes(*sha)
+    }
+
     fn rejoin(split: &Split) -> Vec<u8> {
-        let one = join(&split.root, usize::MAX, |sha| {
+        let one = join(&hex(&split.root), usize::MAX, |sha| {
             Ok::<_, ()>(
                 split
                     .parts
                     .iter()
-                    .find(|(s, _)| s == sha)
+                    .find(|(s, _)| hex(s) == *sha)
                     .map(|(_, b)| b.clone()),
             )
         })
@@ -415,9 +416,9 @@ mod tests {
     fn levels(
         split: &Split,
         check: PartCheck,
-        edit: impl Fn(&Sha256Hex, Vec<u8>) -> Option<Vec<u8>>,
+        edit: impl Fn(&Digest, Vec<u8>) -> Option<Vec<u8>>,
     ) -> Result<Vec<u8>, JoinError<()>> {
-        join_levels(&split.root, usize::MAX, check, |level| {
+        join_levels(&hex(&split.root), usize::MAX, check, |level| {
             let distinct: std::collections::HashSet<_> = level.iter().collect();
             assert_eq!(
                 distinct.len(),
@@ -427,9 +428,8 @@ mod tests {
             Ok(level
                 .iter()
                 .map(|sha| {
-                    let sha = Sha256Hex::from_bytes(*sha);
-                    let bytes = split.parts.iter().find(|(s, _)| *s == sha)?.1.clone();
-                    edit(&sha, bytes)
+                    let bytes = split.parts.iter().find(|(s, _)| s == sha)?.1.clone();
+                    edit(sha, bytes)
                 })
                 .collect())
         })
@@ -491,43 +491,44 @@ mod tests {
         let bytes = to_canonical_bytes(&serde_json::json!({"m": "z".repeat(400)})).unwrap();
         let split = split(&bytes);
         let child = split.parts.iter().find(|(s, _)| *s != split.root).unwrap();
-        let missing = join(&split.root, usize::MAX, |sha| {
-            Ok::<_, ()>((sha != &child.0).then(|| {
+        let named = hex(&child.0);
+        let missing = join(&hex(&split.root), usize::MAX, |sha| {
+            Ok::<_, ()>((*sha != named).then(|| {
                 split
                     .parts
                     .iter()
-                    .find(|(s, _)| s == sha)
+                    .find(|(s, _)| hex(s) == *sha)
                     .unwrap()
                     .1
                     .clone()
             }))
         });
-        assert!(matches!(missing, Err(JoinError::Missing(s)) if s == child.0));
-        let altered = join(&split.root, usize::MAX, |sha| {
+        assert!(matches!(missing, Err(JoinError::Missing(s)) if s == named));
+        let altered = join(&hex(&split.root), usize::MAX, |sha| {
             let mut bytes = split
                 .parts
                 .iter()
-                .find(|(s, _)| s == sha)
+                .find(|(s, _)| hex(s) == *sha)
                 .unwrap()
                 .1
                 .clone();
-            if sha == &child.0 {
+            if *sha == named {
                 bytes.push(b' ');
             }
             Ok::<_, ()>(Some(bytes))
         });
-        assert!(matches!(altered, Err(JoinError::Altered(s)) if s == child.0));
+        assert!(matches!(altered, Err(JoinError::Altered(s)) if s == named));
         let missing = levels(&split, PartCheck::EachPart, |sha, b| {
             (sha != &child.0).then_some(b)
         });
-        assert!(matches!(missing, Err(JoinError::Missing(s)) if s == child.0));
+        assert!(matches!(missing, Err(JoinError::Missing(s)) if s == named));
         let altered = levels(&split, PartCheck::EachPart, |sha, mut b| {
             if sha == &child.0 {
                 b.push(b' ');
             }
             Some(b)
         });
-        assert!(matches!(altered, Err(JoinError::Altered(s)) if s == child.0));
+        assert!(matches!(altered, Err(JoinError::Altered(s)) if s == named));
         // Unchecked, the altered bytes come back for the caller's whole hash
         // to refuse.
         let unchecked = levels(&split, PartCheck::WholeOnly, |sha, mut b| {
@@ -543,17 +544,19 @@ mod tests {
     fn join_levels_refuses_a_cycle_and_a_result_over_its_cap() {
         let bytes = to_canonical_bytes(&serde_json::json!({"m": "z".repeat(400)})).unwrap();
         let split = split(&bytes);
-        let capped = join_levels(&split.root, bytes.len() - 1, PartCheck::EachPart, |level| {
-            Ok::<_, ()>(
-                level
-                    .iter()
-                    .map(|sha| {
-                        let sha = Sha256Hex::from_bytes(*sha);
-                        Some(split.parts.iter().find(|(s, _)| *s == sha)?.1.clone())
-                    })
-                    .collect(),
-            )
-        });
+        let capped = join_levels(
+            &hex(&split.root),
+            bytes.len() - 1,
+            PartCheck::EachPart,
+            |level| {
+                Ok::<_, ()>(
+                    level
+                        .iter()
+                        .map(|sha| Some(split.parts.iter().find(|(s, _)| s == sha)?.1.clone()))
+                        .collect(),
+                )
+            },
+        );
         assert!(matches!(capped, Err(JoinError::TooLarge)));
         // A root that references itself (only unchecked bytes can).
         let root = sha256(b"loop");
@@ -614,9 +617,9 @@ mod tests {
         let child_sha = sha256(&child);
         let root = v1_part(&[(5, &child_sha)], b"{\"m\":}");
         let root_sha = sha256(&root);
-        let parts = vec![(root_sha.clone(), root), (child_sha, child)];
+        let parts = vec![(root_sha.to_bytes(), root), (child_sha.to_bytes(), child)];
         let split = Split {
-            root: root_sha,
+            root: root_sha.to_bytes(),
             parts,
         };
         assert_eq!(rejoin(&split), b"{\"m\":\"zz\"}");
@@ -647,8 +650,8 @@ mod tests {
         );
         let root_sha = sha256(&root);
         let split = Split {
-            root: root_sha,
-            parts: vec![(sha256(&root), root), (child_sha, child)],
+            root: root_sha.to_bytes(),
+            parts: vec![(root_sha.to_bytes(), root), (child_sha.to_bytes(), child)],
         };
         assert_eq!(
             rejoin(&split),
@@ -686,7 +689,7 @@ mod tests {
             .find(|(_, b)| b == text.as_bytes())
             .expect("the raw text is a blob");
         assert_eq!(
-            raw_text.0,
+            hex(&raw_text.0),
             sha256(text.as_bytes()),
             "keyed by the text's hash"
         );
@@ -711,10 +714,11 @@ mod tests {
         let text = "canary-memory line\n".repeat(400);
         let split = split(&memory_doc(&text));
         let sha = sha256(text.as_bytes());
-        let missing = levels(&split, PartCheck::EachPart, |s, b| (s != &sha).then_some(b));
+        let raw = sha.to_bytes();
+        let missing = levels(&split, PartCheck::EachPart, |s, b| (s != &raw).then_some(b));
         assert!(matches!(missing, Err(JoinError::Missing(s)) if s == sha));
         let altered = levels(&split, PartCheck::EachPart, |s, mut b| {
-            if s == &sha {
+            if s == &raw {
                 b[0] = b'C';
             }
             Some(b)
@@ -722,7 +726,7 @@ mod tests {
         assert!(matches!(altered, Err(JoinError::Altered(s)) if s == sha));
         for check in [PartCheck::EachPart, PartCheck::WholeOnly] {
             let not_text = levels(&split, check, |s, mut b| {
-                if s == &sha {
+                if s == &raw {
                     b[0] = 0xff;
                 }
                 Some(b)
@@ -748,10 +752,10 @@ mod tests {
         root.push(3); // at 1, a text
         root.extend_from_slice(&child_sha.to_bytes());
         root.extend_from_slice(b"[,]");
-        let root_sha = sha256(&root);
+        let root_sha = sha256(&root).to_bytes();
         let split = Split {
             root: root_sha,
-            parts: vec![(sha256(&root), root), (child_sha.clone(), child)],
+            parts: vec![(root_sha, root), (child_sha.to_bytes(), child)],
         };
         let got = levels(&split, PartCheck::EachPart, |_, b| Some(b));
         assert!(matches!(got, Err(JoinError::Malformed(s)) if s == child_sha));

@@ -389,9 +389,9 @@ fn split_layout_golden() {
     let mut lines: Vec<String> = split
         .parts
         .iter()
-        .map(|(key, part)| format!("{key} {}", part.len()))
+        .map(|(key, part)| format!("{} {}", Sha256Hex::from_bytes(*key), part.len()))
         .collect();
     lines.sort();
-    lines.insert(0, format!("root {}", split.root));
+    lines.insert(0, format!("root {}", Sha256Hex::from_bytes(split.root)));
     insta::assert_snapshot!(lines.join("\n"));
 }

@@ -103,17 +103,18 @@ pub(crate) fn put_snapshot(c: &mut Conn, id: &SnapshotId, bytes: &[u8]) -> Resul
         return Ok(());
     }
     let split = crate::parts::split_snapshot(bytes);
+    // Keys are hex text in this schema.
     for (sha, part) in &split.parts {
         execute(
             c,
             "INSERT INTO blobs (sha256, bytes) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING",
-            &[&sha.as_str(), part],
+            &[&Sha256Hex::from_bytes(*sha).as_str(), part],
         )?;
     }
     execute(
         c,
         "INSERT INTO snapshots (id, root) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
-        &[&id.as_str(), &split.root.as_str()],
+        &[&id.as_str(), &Sha256Hex::from_bytes(split.root).as_str()],
     )?;
     Ok(())
 }

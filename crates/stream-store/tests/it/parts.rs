@@ -2,9 +2,9 @@
 //! part, found level by level after the whole failed its hash.
 
 use rusqlite::Connection;
-use stream_core::SnapshotId;
 use stream_core::canon::{sha256, to_canonical_bytes};
 use stream_core::parts::split;
+use stream_core::{Sha256Hex, SnapshotId};
 use stream_store::{PartFault, Read, SqliteStore, Store, StoreError};
 
 /// A document whose deepest part (two levels below the root) holds the
@@ -28,7 +28,7 @@ fn stored(dir: &tempfile::TempDir) -> (SqliteStore, SnapshotId, String) {
         .unwrap()
         .0;
     assert_eq!(store.snapshot(&id).unwrap().unwrap().as_bytes(), bytes);
-    (store, id, deepest.to_string())
+    (store, id, Sha256Hex::from_bytes(deepest).to_string())
 }
 
 #[test]
