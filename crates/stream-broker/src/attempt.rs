@@ -2,6 +2,7 @@
 //! HTTP request.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -142,6 +143,11 @@ pub enum AttemptError {
         /// How it ended.
         ending: Ending,
     },
+    /// What the attempt stands on (the run's stored snapshot) did not
+    /// become durable: the worker was killed and no request was sent. A
+    /// caller that withholds an attempt reports its own error, not this one.
+    #[error("the attempt was withheld before its request was sent")]
+    Withheld,
     /// The provider answered `status`, then the worker failed as `failure`
     /// says (a bad exit after its result, a hang, a second request, …). The
     /// one provider request of the attempt has been made.
@@ -159,7 +165,9 @@ impl AttemptError {
     pub fn reason(&self) -> RunFailureReason {
         use RunFailureReason as R;
         match self {
-            Self::PacketUnbuildable(_) | Self::PacketTooLarge { .. } => R::SnapshotInvalid,
+            Self::PacketUnbuildable(_) | Self::PacketTooLarge { .. } | Self::Withheld => {
+                R::SnapshotInvalid
+            }
             Self::CredentialMissing => R::ProviderRejected,
             Self::WorkerTimeout { .. } => R::WorkerTimeout,
             Self::Spawn(_)
@@ -417,19 +425,29 @@ fn finish(
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, AttemptError> + Send + 'static,
 ) -> Result<T, AttemptError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|_| AttemptError::WorkerIo {
-            stage: Stage::Exit,
-            error: ChildIoError::Io {
-                what: "supervision task",
-                errno: 0,
-            },
-        })?
+    joined(tokio::task::spawn_blocking(f).await)
 }
 
-pub(crate) async fn run(broker: &Broker, packet: &Packet) -> Result<AttemptReport, AttemptError> {
-    let outcome = run_inner(broker, packet).await;
+/// A supervision task's result; one that panicked or was cancelled fails
+/// the attempt (its worker was reaped by the drop).
+fn joined<T>(
+    r: Result<Result<T, AttemptError>, tokio::task::JoinError>,
+) -> Result<T, AttemptError> {
+    r.map_err(|_| AttemptError::WorkerIo {
+        stage: Stage::Exit,
+        error: ChildIoError::Io {
+            what: "supervision task",
+            errno: 0,
+        },
+    })?
+}
+
+pub(crate) async fn run(
+    broker: &Broker,
+    packet: &Packet,
+    durable: impl Future<Output = bool>,
+) -> Result<AttemptReport, AttemptError> {
+    let outcome = run_inner(broker, packet, durable).await;
     match broker.config.refill {
         Refill::AfterAttempt => broker.workers.refill(),
         Refill::WhenAsked => {}
@@ -454,7 +472,11 @@ pub(crate) async fn run(broker: &Broker, packet: &Packet) -> Result<AttemptRepor
     outcome
 }
 
-async fn run_inner(broker: &Broker, packet: &Packet) -> Result<AttemptReport, AttemptError> {
+async fn run_inner(
+    broker: &Broker,
+    packet: &Packet,
+    durable: impl Future<Output = bool>,
+) -> Result<AttemptReport, AttemptError> {
     let config = broker.config.clone();
     let expected = stream_provider::build_request(packet)?;
     let key: Option<Secret> =
@@ -464,11 +486,22 @@ async fn run_inner(broker: &Broker, packet: &Packet) -> Result<AttemptReport, At
 
     let packet_owned = Box::new(packet.clone());
     let workers = Arc::clone(&broker.workers);
-    let (session, sandbox) = blocking(move || {
+    // The worker takes the packet and its request is checked on a blocking
+    // thread while `durable` runs here; the request leaves only after it.
+    let staging = tokio::task::spawn_blocking(move || {
         let (session, sandbox) = workers.take()?;
         Ok((exchange(session, packet_owned, &expected)?, sandbox))
-    })
-    .await?;
+    });
+    let durable = durable.await;
+    let (session, sandbox) = joined(staging.await)?;
+    if !durable {
+        blocking(move || {
+            drop(session);
+            Ok(())
+        })
+        .await?;
+        return Err(AttemptError::Withheld);
+    }
 
     let exchange = http::perform(&broker.client, &config.base_url, api, key.as_ref(), body).await;
     drop(key);

@@ -212,7 +212,21 @@ impl Broker {
     /// Runs one attempt of `packet` (see the crate doc). At most one HTTP
     /// request is made, whatever the worker does.
     pub async fn run_attempt(&self, packet: &Packet) -> Result<AttemptReport, AttemptError> {
-        attempt::run(self, packet).await
+        attempt::run(self, packet, std::future::ready(true)).await
+    }
+
+    /// [`run_attempt`](Self::run_attempt), with the provider request held
+    /// until `durable` resolves: the worker takes the packet and its request
+    /// is checked meanwhile. `false` kills the worker and sends nothing
+    /// ([`AttemptError::Withheld`]). The engine passes the commit of the
+    /// run's snapshot, so that the commit's fsync and the worker's work
+    /// overlap, and no request ever leaves before the snapshot is durable.
+    pub async fn run_attempt_after(
+        &self,
+        packet: &Packet,
+        durable: impl std::future::Future<Output = bool>,
+    ) -> Result<AttemptReport, AttemptError> {
+        attempt::run(self, packet, durable).await
     }
 }
 

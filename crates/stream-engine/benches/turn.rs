@@ -199,8 +199,8 @@ fn main() {
         baseline.as_secs_f64() * 1e3
     );
     stats("ingress (update → stored)", ingress_t, baseline);
-    stats("snapshot (scan, build, store)", snapshot_t, baseline);
-    stats("attempt (worker + request)", attempt_t, baseline);
+    stats("snapshot (scan, build)", snapshot_t, baseline);
+    stats("attempt (store ∥ worker, request)", attempt_t, baseline);
     stats("validate + settle", settle_t, baseline);
     stats("delivery (send + receipt)", delivery_t, baseline);
     stats("total (stored → receipt)", total_t, baseline);

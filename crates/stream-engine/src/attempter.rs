@@ -14,12 +14,18 @@ use stream_core::Sha256Hex;
 pub type AttemptFuture<'a> =
     Pin<Box<dyn Future<Output = Result<AttemptReport, AttemptError>> + Send + 'a>>;
 
+/// Makes what an attempt stands on durable (the run's snapshot, on its
+/// first attempt): `true` once it is, `false` if it could not be. No
+/// provider request may leave before it resolves `true`.
+pub type Durable<'a> = Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+
 /// Runs attempts for the engine.
 pub trait Attempter: Send + Sync {
     /// The bundle id of the worker every attempt runs (receipts name it).
     fn worker_sha256(&self) -> &Sha256Hex;
-    /// Runs one attempt of `packet`.
-    fn run_attempt<'a>(&'a self, packet: &'a Packet) -> AttemptFuture<'a>;
+    /// Runs one attempt of `packet`, its request held until `durable`
+    /// resolves `true` (on `false`: [`AttemptError::Withheld`], nothing sent).
+    fn run_attempt<'a>(&'a self, packet: &'a Packet, durable: Durable<'a>) -> AttemptFuture<'a>;
     /// A turn's reply is out: a good moment to make the next spare worker
     /// (nothing for an attempter without one).
     fn prepare_spare(&self);
@@ -30,8 +36,8 @@ impl Attempter for Broker {
         Broker::worker_sha256(self)
     }
 
-    fn run_attempt<'a>(&'a self, packet: &'a Packet) -> AttemptFuture<'a> {
-        Box::pin(Broker::run_attempt(self, packet))
+    fn run_attempt<'a>(&'a self, packet: &'a Packet, durable: Durable<'a>) -> AttemptFuture<'a> {
+        Box::pin(Broker::run_attempt_after(self, packet, durable))
     }
 
     fn prepare_spare(&self) {

@@ -85,9 +85,10 @@ pub struct ProcessReport {
 /// Time spent per stage of model runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StageTimes {
-    /// Context scan, snapshot build and storing it with the run row.
+    /// Context scan and snapshot build.
     pub snapshot: std::time::Duration,
-    /// Packet build, worker spawn and sandbox, the one provider request, result.
+    /// Packet build; storing the snapshot with the run row while the worker
+    /// takes the packet; the one provider request; result.
     pub attempt: std::time::Duration,
     /// Trusted validation and the settlement transaction.
     pub settle: std::time::Duration,

@@ -12,7 +12,7 @@ use stream_context::{ContextSpec, Snapshot};
 use stream_core::ids::derive_run_id;
 use stream_core::payload::{MessageReceived, ProviderRef, RunFailureReason};
 use stream_core::text::{BoundedText, Label};
-use stream_core::{SourceName, StoredEvent};
+use stream_core::{SnapshotId, SourceName, StoredEvent};
 use stream_declarations::tool_def;
 use stream_memory::scan::{ScanLimits, scan_with_limits};
 use stream_proposals::settle::{FailedAttempt, RunFacts, Settlement, ValidatedCompletion, commit};
@@ -27,11 +27,21 @@ enum Prepared {
     Ready {
         run: RunRow,
         snapshot: Box<Snapshot>,
+        /// Built now and not stored yet: the first attempt's worker starts
+        /// while it is committed (see `model_run`).
+        unstored: Option<SnapshotWrite>,
     },
     Unusable {
         run: RunRow,
         reason: RunFailureReason,
     },
+}
+
+/// A built snapshot and its run row, to be stored in one commit.
+struct SnapshotWrite {
+    id: SnapshotId,
+    bytes: Vec<u8>,
+    run: RunRow,
 }
 
 /// A failed attempt as the parent judges it.
@@ -148,6 +158,7 @@ impl Engine {
                 Ok(snapshot) => Prepared::Ready {
                     run: run.clone(),
                     snapshot: Box::new(snapshot),
+                    unstored: None,
                 },
                 Err(e) => {
                     tracing::error!(run = %run.run_id.short(12), error = %e, "stored snapshot does not verify");
@@ -166,18 +177,33 @@ impl Engine {
             trigger,
         )?;
         let (bytes, id) = snapshot.encode()?;
-        let mut tx = self.store.begin()?;
-        tx.put_snapshot(&id, &bytes)?;
         let row = RunRow {
-            snapshot_id: Some(id),
+            snapshot_id: Some(id.clone()),
             ..run.clone()
         };
-        tx.put_run(&row)?;
-        tx.commit()?;
         Ok(Prepared::Ready {
-            run: row,
+            run: row.clone(),
             snapshot: Box::new(snapshot),
+            unstored: Some(SnapshotWrite {
+                id,
+                bytes,
+                run: row,
+            }),
         })
+    }
+
+    /// Stores a snapshot built by `prepare`, if it is not stored yet, with
+    /// its run row: one fsync'd commit, before any provider request of the
+    /// run and before anything else about the run is recorded.
+    fn store_snapshot(&self, unstored: &mut Option<SnapshotWrite>) -> Result<(), EngineError> {
+        let Some(write) = unstored.take() else {
+            return Ok(());
+        };
+        let mut tx = self.store.begin()?;
+        tx.put_snapshot(&write.id, &write.bytes)?;
+        tx.put_run(&write.run)?;
+        tx.commit()?;
+        Ok(())
     }
 
     fn facts(
@@ -247,8 +273,12 @@ impl Engine {
         let preparing = Instant::now();
         let prepared = self.prepare(&run, trigger)?;
         stages.snapshot += preparing.elapsed();
-        let (run, snapshot) = match prepared {
-            Prepared::Ready { run, snapshot } => (run, snapshot),
+        let (run, snapshot, mut unstored) = match prepared {
+            Prepared::Ready {
+                run,
+                snapshot,
+                unstored,
+            } => (run, snapshot, unstored),
             Prepared::Unusable { run, reason } => {
                 let facts = self.facts(&run, trigger, msg, run.attempts + 1)?;
                 self.give_up(
@@ -283,8 +313,25 @@ impl Engine {
                 &tool_def,
                 self.store.as_ref(),
             ) {
-                Ok(packet) => Some(self.broker.run_attempt(&packet).await),
-                Err(_) => None,
+                Ok(packet) => {
+                    // The snapshot's commit runs here while the worker
+                    // takes the packet; the request waits for it.
+                    let mut stored = Ok(());
+                    let durable = Box::pin(async {
+                        stored = self.store_snapshot(&mut unstored);
+                        stored.is_ok()
+                    });
+                    let attempted = self.broker.run_attempt(&packet, durable).await;
+                    // An attempt that failed before it asked never ran
+                    // `durable`: store the snapshot before the failure.
+                    stored?;
+                    self.store_snapshot(&mut unstored)?;
+                    Some(attempted)
+                }
+                Err(_) => {
+                    self.store_snapshot(&mut unstored)?;
+                    None
+                }
             };
             stages.attempt += started.elapsed();
             let settling = Instant::now();

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use stream_broker::{Broker, BrokerConfig, Refill};
+use stream_broker::{AttemptError, Broker, BrokerConfig, Refill};
 use stream_core::payload::{ProviderApi, RunFailureReason as R};
 use stream_protocol::WorkerResult;
 use stream_testkit::packets::packet;
@@ -205,4 +205,42 @@ fn dropping_the_broker_kills_and_reaps_the_spare_and_closes_its_descriptors() {
     drop(broker);
     assert!(gone(pid), "no process, not even a zombie");
     assert_eq!(pidfds_for(pid), 0);
+}
+
+/// `run_attempt_after` holds the one provider request until the caller's
+/// `durable` resolves (the engine commits the run's snapshot meanwhile):
+/// `false` kills and reaps the worker, which had the packet already, and
+/// sends nothing; `true`, late, lets exactly one request go after it.
+#[test]
+fn the_request_waits_for_durable_and_a_withheld_attempt_sends_nothing() {
+    let worker = worker();
+    let provider = provider(1);
+    let broker = Broker::new(spare_config(&worker, &provider)).unwrap();
+    let runtime = runtime();
+
+    let pid = broker.spare_pid(READY).unwrap();
+    let withheld = runtime
+        .block_on(broker.run_attempt_after(&packet(API), async { false }))
+        .unwrap_err();
+    assert!(matches!(withheld, AttemptError::Withheld), "{withheld:?}");
+    assert_eq!(withheld.reason(), R::SnapshotInvalid);
+    assert!(provider.requests().is_empty());
+    assert!(gone(pid), "the withheld worker is killed and reaped");
+
+    let mut seen_when_durable = None;
+    let report = runtime
+        .block_on(broker.run_attempt_after(&packet(API), async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            seen_when_durable = Some(provider.requests().len());
+            true
+        }))
+        .unwrap();
+    assert_eq!(
+        seen_when_durable,
+        Some(0),
+        "nothing was sent before durable"
+    );
+    assert_eq!(report.status, 200);
+    assert!(matches!(report.result, WorkerResult::Completed(_)));
+    assert_eq!(provider.requests().len(), 1);
 }

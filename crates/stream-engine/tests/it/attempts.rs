@@ -18,7 +18,7 @@ use stream_core::text::BoundedText;
 use stream_core::{EventId, NewEvent, RunId, Sha256Hex, SourceName, StoredEvent};
 use stream_declarations::install::{InstallError, install_files};
 use stream_engine::active::ActiveDeclaration;
-use stream_engine::attempter::{AttemptFuture, Attempter};
+use stream_engine::attempter::{AttemptFuture, Attempter, Durable};
 use stream_engine::cooperation::CooperationError;
 use stream_engine::{Engine, EngineError, EngineSettings, IngressSettings, ProviderSettings};
 use stream_store::faulty::FaultyStore;
@@ -33,6 +33,8 @@ struct Scripted {
     script: Mutex<VecDeque<Result<AttemptReport, AttemptError>>>,
     calls: Mutex<Vec<Instant>>,
     bundle: Sha256Hex,
+    /// When set: each request asserts that its run's snapshot is stored.
+    stored_check: Mutex<Option<Arc<dyn Store>>>,
 }
 
 impl Scripted {
@@ -41,6 +43,7 @@ impl Scripted {
             script: Mutex::new(script.into_iter().map(Err).collect()),
             calls: Mutex::new(Vec::new()),
             bundle: stream_core::canon::sha256(b"scripted worker"),
+            stored_check: Mutex::new(None),
         })
     }
 
@@ -54,10 +57,27 @@ impl Attempter for Scripted {
         &self.bundle
     }
 
-    fn run_attempt<'a>(&'a self, _packet: &'a Packet) -> AttemptFuture<'a> {
-        self.calls.lock().unwrap().push(Instant::now());
-        let next = self.script.lock().unwrap().pop_front();
-        Box::pin(async move { next.unwrap_or(Err(AttemptError::ProviderUnreachable)) })
+    /// As the broker does: nothing is asked before `durable` says yes.
+    fn run_attempt<'a>(&'a self, packet: &'a Packet, durable: Durable<'a>) -> AttemptFuture<'a> {
+        Box::pin(async move {
+            if !durable.await {
+                return Err(AttemptError::Withheld);
+            }
+            if let Some(store) = self.stored_check.lock().unwrap().as_ref() {
+                let run = store
+                    .run(&packet.run_id)
+                    .unwrap()
+                    .expect("the run row is stored");
+                let id = run.snapshot_id.expect("the run names its snapshot");
+                assert!(
+                    store.snapshot(&id).unwrap().is_some(),
+                    "the snapshot is stored"
+                );
+            }
+            self.calls.lock().unwrap().push(Instant::now());
+            let next = self.script.lock().unwrap().pop_front();
+            next.unwrap_or(Err(AttemptError::ProviderUnreachable))
+        })
     }
 
     fn prepare_spare(&self) {}
@@ -266,6 +286,28 @@ async fn the_backoff_doubles_between_attempts() {
     assert!(calls[2] - calls[1] >= backoff * 2);
 }
 
+/// An engine over a `FaultyStore` with `scripted` attempts, and one owner
+/// message waiting.
+fn faulty_engine(
+    dir: &Path,
+    scripted: &Arc<Scripted>,
+    max_attempts: u32,
+) -> (Arc<FaultyStore<SqliteStore>>, Arc<dyn Store>, Engine) {
+    let faulty = Arc::new(FaultyStore::new(
+        SqliteStore::open(&dir.join("s.db")).unwrap(),
+    ));
+    let store: Arc<dyn Store> = faulty.clone();
+    let engine = Engine::with_attempter(
+        Arc::clone(&store),
+        settings(dir, max_attempts, Duration::from_millis(1)),
+        SourceName::telegram(BOT),
+        scripted.clone(),
+    )
+    .unwrap();
+    owner_message(store.as_ref(), 1, "hello", None);
+    (faulty, store, engine)
+}
+
 /// A store fault at any write of a retrying pass stops it with an error
 /// or is survived; either way the next pass converges: attempt numbers go
 /// on from what was recorded, none twice, and the run ends given up once.
@@ -274,19 +316,8 @@ async fn a_store_fault_at_any_write_of_a_retrying_run_then_a_rerun_converges() {
     let mut faulted = 0;
     for n in 0..40 {
         let dir = tempfile::tempdir().unwrap();
-        let faulty = Arc::new(FaultyStore::new(
-            SqliteStore::open(&dir.path().join("s.db")).unwrap(),
-        ));
-        let store: Arc<dyn Store> = faulty.clone();
         let scripted = Scripted::new(vec![status(503), status(503), status(503)]);
-        let engine = Engine::with_attempter(
-            Arc::clone(&store),
-            settings(dir.path(), 3, Duration::from_millis(1)),
-            SourceName::telegram(BOT),
-            scripted.clone(),
-        )
-        .unwrap();
-        owner_message(store.as_ref(), 1, "hello", None);
+        let (faulty, store, engine) = faulty_engine(dir.path(), &scripted, 3);
         faulty.fail_at(n);
         if engine.process_available().await.is_err() {
             faulted += 1;
@@ -300,6 +331,37 @@ async fn a_store_fault_at_any_write_of_a_retrying_run_then_a_rerun_converges() {
         assert_eq!(finals, 1, "fault at write {n}");
     }
     assert!(faulted > 0, "some write of the pass was faulted");
+}
+
+/// The run's snapshot is committed while the first attempt's worker takes
+/// the packet, and the request waits for that commit. A store fault at each
+/// write of a pass in turn: whenever a request is made, the run's snapshot
+/// is already stored (checked by the attempter as it is asked); a fault in
+/// the snapshot's commit withholds the request and fails the pass with the
+/// store's error; the next pass converges on one final failure.
+#[tokio::test]
+async fn no_request_leaves_before_the_run_s_snapshot_is_stored() {
+    let mut withheld = 0;
+    for n in 0..12 {
+        let dir = tempfile::tempdir().unwrap();
+        let scripted = Scripted::new(vec![status(503)]);
+        let (faulty, store, engine) = faulty_engine(dir.path(), &scripted, 1);
+        *scripted.stored_check.lock().unwrap() = Some(Arc::clone(&store));
+        faulty.fail_at(n);
+        let first = engine.process_available().await;
+        if matches!(first, Err(EngineError::Store(_)))
+            && scripted.calls().is_empty()
+            && failures(store.as_ref()).is_empty()
+        {
+            withheld += 1;
+        }
+        faulty.heal();
+        engine.process_available().await.unwrap();
+        let failed = failures(store.as_ref());
+        assert_eq!(failed.len(), 1, "fault at write {n}");
+        assert!(failed[0].is_final, "fault at write {n}");
+    }
+    assert!(withheld > 0, "some fault fell before the request");
 }
 
 /// What following an active row gives: the engine it rebuilds, or its
