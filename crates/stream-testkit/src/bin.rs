@@ -1,14 +1,17 @@
 //! Locating the workspace's real binaries for end-to-end tests.
 //!
 //! Tests run from `target/<profile>/deps/`; the binaries sit one folder up.
-//! When a binary is missing (a test run with `-p` of another package), it is
-//! built once with the same cargo and profile.
+//! Each binary is brought up to date once per test process with the same
+//! cargo and profile, whether or not a file is there: `cargo test -p` of one
+//! package does not rebuild another package's binary, and a stale one (an
+//! older worker, say) would be tested instead without a word.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-static BUILD_LOCK: Mutex<()> = Mutex::new(());
+/// The binaries this process has brought up to date.
+static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Why a binary could not be found or built.
 #[derive(Debug)]
@@ -36,14 +39,16 @@ pub fn profile_dir() -> Result<PathBuf, BinError> {
     Ok(dir.to_owned())
 }
 
-/// The path of workspace binary `name` (e.g. `thestream`, `thestream-worker`),
-/// built from package `package` if it is not there yet.
+/// The path of workspace binary `name` (e.g. `thestream`, `thestream-worker`)
+/// of package `package`, brought up to date by cargo the first time this
+/// process asks for it (a no-op build when it is fresh).
 pub fn binary(package: &str, name: &str) -> Result<PathBuf, BinError> {
     let dir = profile_dir()?;
     let path = dir.join(name);
-    let _guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    if !path.is_file() {
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if !built.iter().any(|b| b == name) {
         build(package, name, &dir)?;
+        built.push(name.to_owned());
     }
     Ok(path)
 }
@@ -62,5 +67,23 @@ fn build(package: &str, name: &str, dir: &Path) -> Result<(), BinError> {
         Ok(())
     } else {
         Err(BinError(format!("cargo build of {name} failed: {status}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of the binary's name is not taken on trust: cargo is asked
+    /// every first time, so an unknown package fails even when the file is
+    /// there.
+    #[test]
+    fn a_binary_that_is_there_is_still_built_by_cargo() {
+        let name = "stream-testkit-no-such-binary";
+        let path = profile_dir().unwrap().join(name);
+        std::fs::write(&path, b"stale").unwrap();
+        let got = binary("stream-testkit-no-such-package", name);
+        std::fs::remove_file(&path).unwrap();
+        assert!(got.is_err(), "a stale file was taken as the binary");
     }
 }
