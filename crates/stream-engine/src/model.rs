@@ -27,8 +27,8 @@ enum Prepared {
     Ready {
         run: RunRow,
         snapshot: Box<Snapshot>,
-        /// Built now and not stored yet: the first attempt's worker starts
-        /// while it is committed (see `model_run`).
+        /// Built now and not stored yet (with `run`): the first attempt's
+        /// worker starts while it is committed (see `model_run`).
         unstored: Option<SnapshotWrite>,
     },
     Unusable {
@@ -37,11 +37,10 @@ enum Prepared {
     },
 }
 
-/// A built snapshot and its run row, to be stored in one commit.
+/// A built snapshot, to be stored with its run row in one commit.
 struct SnapshotWrite {
     id: SnapshotId,
     bytes: Vec<u8>,
-    run: RunRow,
 }
 
 /// A failed attempt as the parent judges it.
@@ -177,31 +176,30 @@ impl Engine {
             trigger,
         )?;
         let (bytes, id) = snapshot.encode()?;
-        let row = RunRow {
-            snapshot_id: Some(id.clone()),
-            ..run.clone()
-        };
         Ok(Prepared::Ready {
-            run: row.clone(),
+            run: RunRow {
+                snapshot_id: Some(id.clone()),
+                ..run.clone()
+            },
             snapshot: Box::new(snapshot),
-            unstored: Some(SnapshotWrite {
-                id,
-                bytes,
-                run: row,
-            }),
+            unstored: Some(SnapshotWrite { id, bytes }),
         })
     }
 
     /// Stores a snapshot built by `prepare`, if it is not stored yet, with
-    /// its run row: one fsync'd commit, before any provider request of the
-    /// run and before anything else about the run is recorded.
-    fn store_snapshot(&self, unstored: &mut Option<SnapshotWrite>) -> Result<(), EngineError> {
+    /// its run row `run`: one fsync'd commit, before any provider request of
+    /// the run and before anything else about the run is recorded.
+    fn store_snapshot(
+        &self,
+        unstored: &mut Option<SnapshotWrite>,
+        run: &RunRow,
+    ) -> Result<(), EngineError> {
         let Some(write) = unstored.take() else {
             return Ok(());
         };
         let mut tx = self.store.begin()?;
         tx.put_snapshot(&write.id, &write.bytes)?;
-        tx.put_run(&write.run)?;
+        tx.put_run(run)?;
         tx.commit()?;
         Ok(())
     }
@@ -318,18 +316,18 @@ impl Engine {
                     // takes the packet; the request waits for it.
                     let mut stored = Ok(());
                     let durable = Box::pin(async {
-                        stored = self.store_snapshot(&mut unstored);
+                        stored = self.store_snapshot(&mut unstored, &run);
                         stored.is_ok()
                     });
                     let attempted = self.broker.run_attempt(&packet, durable).await;
                     // An attempt that failed before it asked never ran
                     // `durable`: store the snapshot before the failure.
                     stored?;
-                    self.store_snapshot(&mut unstored)?;
+                    self.store_snapshot(&mut unstored, &run)?;
                     Some(attempted)
                 }
                 Err(_) => {
-                    self.store_snapshot(&mut unstored)?;
+                    self.store_snapshot(&mut unstored, &run)?;
                     None
                 }
             };
