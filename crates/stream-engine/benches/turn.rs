@@ -20,6 +20,7 @@ use stream_engine::{EngineSettings, IngressSettings, ProviderCompat, ProviderSet
 use stream_store::{SqliteStore, Store};
 use stream_telegram::{DeliveryOptions, PollMode, PollingOptions, deliver_pending, run_polling};
 use stream_testkit::provider::{Reply, ScriptedCompletion, ScriptedProvider};
+use stream_testkit::raw::RawCommits;
 use stream_testkit::telegram::{FakeTelegram, FakeTelegramConfig};
 
 const OWNER: i64 = 7_000_001;
@@ -161,18 +162,11 @@ fn main() {
 
     // Baselines in the same run: one raw fsync'd commit on the same file,
     // and one bare spawn of a trivial binary.
-    let raw = rusqlite::Connection::open(&store_path).unwrap();
-    raw.execute_batch("PRAGMA synchronous = FULL; CREATE TABLE IF NOT EXISTS bench_raw (k INTEGER PRIMARY KEY, v BLOB)").unwrap();
+    let mut raw = RawCommits::open(&store_path).unwrap();
     let commits: Vec<Duration> = (0..200)
-        .map(|i| {
+        .map(|_| {
             let t = Instant::now();
-            raw.execute_batch("BEGIN IMMEDIATE").unwrap();
-            raw.execute(
-                "INSERT OR REPLACE INTO bench_raw (k, v) VALUES (?1, zeroblob(256))",
-                [i],
-            )
-            .unwrap();
-            raw.execute_batch("COMMIT").unwrap();
+            raw.commit().unwrap();
             t.elapsed()
         })
         .collect();

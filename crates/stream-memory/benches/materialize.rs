@@ -45,6 +45,7 @@ use stream_proposals::project::{CorrectionProjection, project_correction, verify
 use stream_proposals::settle::ValidatedProposal;
 use stream_proposals::testing::World;
 use stream_store::Store as _;
+use stream_testkit::raw::RawCommits;
 
 const ROUNDS: usize = 40;
 
@@ -139,30 +140,10 @@ fn main() {
     // World's handle writes the untimed setup.
     let path = w.path.clone();
     let store = stream_store::SqliteStore::open(&path).unwrap();
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    raw.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-         CREATE TABLE bench_raw (k INTEGER PRIMARY KEY, v BLOB NOT NULL);",
-    )
-    .unwrap();
-    let payload = vec![7u8; 256];
-    // A long-lived store's WAL is rewritten in place after its first
-    // checkpoint (1000 pages); before it, every commit also grows the file
-    // and fsyncs its size. Run past it, so that the unit and the decisions
-    // are timed as on a store in use.
-    let raw_commit = |k: usize| {
-        raw.execute_batch("BEGIN IMMEDIATE").unwrap();
-        raw.execute(
-            "INSERT OR REPLACE INTO bench_raw (k, v) VALUES (?1, ?2)",
-            rusqlite::params![k as i64, payload],
-        )
-        .unwrap();
-        raw.execute_batch("COMMIT").unwrap();
-    };
-    for i in 0..1500 {
-        raw_commit(i % 120);
-    }
-    let raw_median = measure(|i| i, raw_commit);
+    // Opening it commits past the WAL's first checkpoint, so that the unit
+    // and the decisions are timed as on a store in use.
+    let mut raw = RawCommits::open(&path).unwrap();
+    let raw_median = measure(|_| (), |()| raw.commit().unwrap());
 
     // Correction: each round a new delivered reply corrects the latest one.
     let (correction, correction_two_pass) = measure_pair(

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use stream_store::conformance::event;
 use stream_store::{SqliteStore, Store};
+use stream_testkit::raw::RawCommits;
 
 const ROUNDS: usize = 400;
 
@@ -72,22 +73,8 @@ fn main() {
     let path = dir.path().join("bench.db");
     let store = SqliteStore::open(&path).unwrap();
 
-    let raw = rusqlite::Connection::open(&path).unwrap();
-    raw.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-         CREATE TABLE bench_raw (k INTEGER PRIMARY KEY, v BLOB NOT NULL);",
-    )
-    .unwrap();
-    let payload = vec![7u8; 256];
-    let raw_median = measure(|i| {
-        raw.execute_batch("BEGIN IMMEDIATE").unwrap();
-        raw.execute(
-            "INSERT OR REPLACE INTO bench_raw (k, v) VALUES (?1, ?2)",
-            rusqlite::params![i as i64, payload],
-        )
-        .unwrap();
-        raw.execute_batch("COMMIT").unwrap();
-    });
+    let mut raw = RawCommits::open(&path).unwrap();
+    let raw_median = measure(|_| raw.commit().unwrap());
 
     let (single, settlement) = shapes(&store);
 

@@ -3,7 +3,8 @@
 //! Owns: [`canary`] strings that must never appear where sensitive text is
 //! forbidden; [`bin`], which finds (building if needed) the workspace's real
 //! binaries so end-to-end tests run them as a user would; and [`packets`], a
-//! realistic `stream.sandbox/1` packet with the three proposal tools. The
+//! realistic `stream.sandbox/1` packet with the three proposal tools; and
+//! [`raw`], the benches' unit: one raw fsync'd commit on a WAL in use. The
 //! loopback fakes ([`telegram`], [`provider`], [`stack`]) live in
 //! `stream-loopback`, which ships for `thestream demo`, and are re-exported
 //! here for tests.
@@ -16,5 +17,6 @@
 pub mod bin;
 pub mod canary;
 pub mod packets;
+pub mod raw;
 
 pub use stream_loopback::{provider, stack, telegram};
