@@ -31,6 +31,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use stream_core::payload::{Disposition, EvidenceIds, MemoryOperation};
@@ -188,7 +189,11 @@ fn main() {
     let mut propose = |i: usize, decide: bool| {
         let text = format!("---\nid: bench\n---\n# Memory {i}\n{body}");
         let text = &text[..64 * 1024];
-        std::fs::write(root.join("memory.md"), text).unwrap();
+        // Written and made durable untimed, as a file edited some time ago
+        // is: its pages are not still waiting for the timed fsyncs.
+        let mut file = std::fs::File::create(root.join("memory.md")).unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        file.sync_all().unwrap();
         stream_memory::scan(&w.store, &config.source, &root).unwrap();
         let trigger = w.base.message("Remember this.");
         let (settlement, _) = w.base.settle_run(&trigger, Some("Noted."), |s| {

@@ -33,4 +33,4 @@ pub use materialize::{
     MaterializeConfig, MaterializeError, MaterializeOutcome, Recorded, materialize,
     materialize_verified,
 };
-pub use scan::{ScanError, ScanLimits, ScanReport, scan, scan_in, scan_with_limits};
+pub use scan::{ScanError, ScanLimits, ScanReport, Walked, scan, scan_with_limits, walk};

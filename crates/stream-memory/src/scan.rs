@@ -230,19 +230,45 @@ pub fn scan_with_limits(
     Ok(report)
 }
 
-/// [`scan_with_limits`] inside the caller's transaction, which commits it
-/// (or not) with whatever else it holds: the materializer commits the new
-/// version of `memory.md` with its receipt, in one commit.
-pub fn scan_in(
-    tx: &mut dyn Tx,
-    source: &SourceName,
-    root: &Path,
-    limits: &ScanLimits,
-) -> Result<ScanReport, ScanError> {
-    let (mut report, found) = walk_source(source, root, limits)?;
-    let plan = record(tx, source, &found, limits)?;
-    finish(&mut report, plan);
-    Ok(report)
+/// The first half of [`scan_with_limits`]: the root walked and every file
+/// read, nothing decided or written yet. [`Walked::record_in`] is the
+/// second half, inside the caller's transaction.
+pub fn walk(source: &SourceName, root: &Path, limits: &ScanLimits) -> Result<Walked, ScanError> {
+    let (report, found) = walk_source(source, root, limits)?;
+    Ok(Walked { report, found })
+}
+
+/// A root as [`walk`] read it.
+pub struct Walked {
+    report: ScanReport,
+    found: Vec<Found>,
+}
+
+/// Content-dark: how many files were read, never their paths or bytes.
+impl std::fmt::Debug for Walked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Walked")
+            .field("files", &self.found.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Walked {
+    /// Decides and writes what was read inside the caller's transaction,
+    /// which commits it (or not) with whatever else it holds: the
+    /// materializer commits the new version of `memory.md` with its
+    /// receipt, in one commit.
+    pub fn record_in(
+        self,
+        tx: &mut dyn Tx,
+        source: &SourceName,
+        limits: &ScanLimits,
+    ) -> Result<ScanReport, ScanError> {
+        let Self { mut report, found } = self;
+        let plan = record(tx, source, &found, limits)?;
+        finish(&mut report, plan);
+        Ok(report)
+    }
 }
 
 fn walk_source(
@@ -611,11 +637,13 @@ impl Walk<'_> {
             return Ok(());
         }
         let max = self.limits.max_file_bytes;
-        if u64::try_from(stat.st_size).unwrap_or(u64::MAX) > max {
+        let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+        if size > max {
             skipped.too_large += 1;
             return Ok(());
         }
-        let mut bytes = Vec::new();
+        // Sized by the fstat: two reads, not a dozen doubling ones.
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         std::fs::File::from(fd)
             .take(max.saturating_add(1))
             .read_to_end(&mut bytes)

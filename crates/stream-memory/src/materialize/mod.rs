@@ -34,9 +34,11 @@
 //! 5. **Write**: an owner-only hidden temporary file in the root, fsync, a
 //!    last look that the file still holds the base, a check that the lock is
 //!    still ours, an atomic rename over `memory.md`, fsync of the root
-//!    (`write`).
+//!    (`write`), which runs beside step 6 and ends before anything commits.
 //! 6. **Scan** of the exact configured source with
-//!    [`scan_in`](crate::scan::scan_in) (`scan`), then **verification** of
+//!    [`walk`](crate::scan::walk) and
+//!    [`record_in`](crate::scan::Walked::record_in) (`scan`), then
+//!    **verification** of
 //!    the new immutable version (hash, byte count, predecessor), the current
 //!    pointer, the blob and the `file.changed@1` event (`receipt`).
 //! 7. **Receipt**: `stream.thought.agent.memory-change.materialized@1` on
@@ -73,7 +75,9 @@ mod verify;
 
 use std::path::PathBuf;
 
-use stream_core::payload::{Disposition, MaterializationFailed, MemoryChangeProposed};
+use stream_core::payload::{
+    Disposition, MaterializationFailed, MaterializationFailure, MemoryChangeProposed,
+};
 use stream_core::{EventId, SourceName};
 use stream_proposals::chain::ProposalBody;
 use stream_proposals::project::{
@@ -91,8 +95,8 @@ pub use root::lock_name;
 
 use error::Stop;
 use outcome::{Trusted, existing_outcome, record, record_in};
-use revalidate::{Held, Written, attempt, scan_and_verify};
-use root::root_identity;
+use revalidate::{Held, Written, attempt, scan_and_verify, walk_written};
+use root::{Renamed, root_identity};
 
 /// Where and how memory may be materialized: from the operator's config,
 /// never from a proposal.
@@ -126,6 +130,17 @@ pub fn materialize_verified(
     config: &MaterializeConfig,
     verified: &VerifiedDecision,
 ) -> Result<MaterializeOutcome, MaterializeError> {
+    materialize_with(store, config, verified, Renamed::make_durable)
+}
+
+/// [`materialize_verified`] with the step that makes the rename durable
+/// passed in, so that a test can hold it back or fail it.
+fn materialize_with(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    verified: &VerifiedDecision,
+    make_durable: impl FnOnce(Renamed) -> Result<(), Stop> + Send,
+) -> Result<MaterializeOutcome, MaterializeError> {
     let decision_id = verified.id();
     let ProposalBody::Memory(proposal) = verified.proposal().body() else {
         return Err(MaterializeError::NotAMemoryDecision {
@@ -156,8 +171,9 @@ pub fn materialize_verified(
         lock: &lock,
         root: locked_root,
     };
-    let receipt = attempt(store, config, proposal, text, &held, &trusted)
-        .and_then(|written| commit_receipt(store, config, proposal, written, &trusted));
+    let receipt = attempt(store, config, proposal, text, &held, &trusted).and_then(|written| {
+        commit_receipt(store, config, proposal, written, make_durable, &trusted)
+    });
     let outcome = match receipt {
         Ok(outcome) => outcome,
         Err(Stop::Fail(reason)) => {
@@ -205,25 +221,43 @@ pub fn materialize_verified(
 /// Step 6 and 7 in one transaction: the scan of the written bytes, their
 /// verification and the receipt commit together (one commit). A refusal
 /// rolls the scan back with it; the failure is then recorded on its own.
+///
+/// The root's fsync, which makes the rename durable, runs on its own
+/// thread while the scan decides, writes and verifies, and is joined before
+/// anything commits; a failed fsync is the `write` failure it was when it
+/// ran first. The scan reads the root before that thread starts: a
+/// directory being fsynced cannot be listed until the fsync is done.
 fn commit_receipt(
     store: &dyn Store,
     config: &MaterializeConfig,
     proposal: &MemoryChangeProposed,
-    written: Written,
+    (written, renamed): (Written, Renamed),
+    make_durable: impl FnOnce(Renamed) -> Result<(), Stop> + Send,
     trusted: &Trusted,
 ) -> Result<MaterializeOutcome, Stop> {
-    let mut tx = store.begin()?;
-    let payload = scan_and_verify(&mut *tx, config, proposal, written, trusted)?;
-    let outcome = record_in(&mut *tx, trusted, &payload, |receipt, recorded| {
-        MaterializeOutcome::Materialized {
-            receipt,
-            payload: Box::new(payload.clone()),
-            recorded,
-        }
+    let walked = walk_written(config);
+    std::thread::scope(|scope| {
+        let durable = scope.spawn(move || make_durable(renamed));
+        let scanned = walked.and_then(|walked| {
+            let mut tx = store.begin()?;
+            let payload = scan_and_verify(&mut *tx, config, proposal, (walked, written), trusted)?;
+            Ok((tx, payload))
+        });
+        durable
+            .join()
+            .unwrap_or(Err(Stop::Fail(MaterializationFailure::Write)))?;
+        let (mut tx, payload) = scanned?;
+        let outcome = record_in(&mut *tx, trusted, &payload, |receipt, recorded| {
+            MaterializeOutcome::Materialized {
+                receipt,
+                payload: Box::new(payload.clone()),
+                recorded,
+            }
+        })
+        .map_err(Stop::Abort)?;
+        tx.commit()?;
+        Ok(outcome)
     })
-    .map_err(Stop::Abort)?;
-    tx.commit()?;
-    Ok(outcome)
 }
 
 /// The text to use, or `None` for a rejection.
@@ -248,3 +282,6 @@ fn accepted_text<'a>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

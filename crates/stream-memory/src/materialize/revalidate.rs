@@ -15,11 +15,11 @@ use super::MaterializeConfig;
 use super::compose::compose;
 use super::error::{Stop, fail};
 use super::outcome::Trusted;
-use super::root::Root;
+use super::root::{Renamed, Root};
 use super::verify::verify_new_version;
 use crate::frontmatter;
 use crate::lock::RootLock;
-use crate::scan::{ScanError, ScanLimits, scan_in, scan_with_limits};
+use crate::scan::{ScanError, ScanLimits, Walked, scan_with_limits, walk};
 
 /// The verified frozen base.
 struct Base {
@@ -61,7 +61,8 @@ pub(super) struct Written {
     new_version: VersionId,
 }
 
-/// Steps 4–5: revalidate, write (or find this decision's bytes written).
+/// Steps 4–5: revalidate, write (or find this decision's bytes written);
+/// the rename is not yet durable.
 pub(super) fn attempt(
     store: &dyn Store,
     config: &MaterializeConfig,
@@ -69,7 +70,7 @@ pub(super) fn attempt(
     text: &str,
     held: &Held<'_>,
     trusted: &Trusted,
-) -> Result<Written, Stop> {
+) -> Result<(Written, Renamed), Stop> {
     use MaterializationFailure as F;
     let target = &proposal.target;
     let context = SourceName::fixed(SourceName::CONTEXT);
@@ -122,23 +123,30 @@ pub(super) fn attempt(
         return fail(F::Size);
     }
 
-    match on_disk {
+    let renamed = match on_disk {
         OnDisk::Base => root.replace_memory(&new, &base.bytes, cap, held.lock)?,
         OnDisk::New => {
             tracing::info!(
                 decision = %trusted.decision,
                 "memory.md already holds this decision's bytes; finishing"
             );
-            root.settle_memory()?;
+            root.settle_memory()?
         }
-    }
+    };
 
-    Ok(Written {
+    let written = Written {
         base: base.row,
         new,
         new_sha,
         new_version,
-    })
+    };
+    Ok((written, renamed))
+}
+
+/// Step 6's reading half: the root walked and read again after the
+/// rename (nothing decided yet).
+pub(super) fn walk_written(config: &MaterializeConfig) -> Result<Walked, Stop> {
+    walk(&config.source, &config.root, &scan_limits(config)).map_err(scan_refusal)
 }
 
 /// Step 6 inside `tx`, the transaction that also appends the receipt: the
@@ -149,20 +157,20 @@ pub(super) fn scan_and_verify(
     tx: &mut dyn Tx,
     config: &MaterializeConfig,
     proposal: &MemoryChangeProposed,
-    written: Written,
+    (walked, written): (Walked, Written),
     trusted: &Trusted,
 ) -> Result<MemoryChangeMaterialized, Stop> {
-    match scan_in(tx, &config.source, &config.root, &scan_limits(config)) {
-        Ok(_) => {}
-        Err(e) => return Err(scan_refusal(e)),
-    }
+    walked
+        .record_in(tx, &config.source, &scan_limits(config))
+        .map_err(scan_refusal)?;
     let Written {
         base,
         new,
         new_sha,
         new_version,
     } = written;
-    let file_event_id = verify_new_version(&*tx, &config.source, &base, &new, &new_version)?;
+    let file_event_id =
+        verify_new_version(&*tx, &config.source, &base, (&new, &new_sha), &new_version)?;
     Ok(MemoryChangeMaterialized {
         proposal_event_id: trusted.proposal.clone(),
         decision_event_id: trusted.decision.clone(),

@@ -111,8 +111,8 @@ impl Root {
     }
 
     /// Opens `memory.md`: a regular file on the root's filesystem, never
-    /// through a link.
-    fn open_memory(&self) -> Result<OwnedFd, Stop> {
+    /// through a link. Returns it with its size.
+    fn open_memory(&self) -> Result<(std::fs::File, u64), Stop> {
         use MaterializationFailure as F;
         let name = MemoryPath::VALUE;
         expect_kind(
@@ -130,18 +130,26 @@ impl Root {
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || dev_of(&st) != self.dev {
             return fail(F::Path);
         }
-        Ok(fd)
+        Ok((fd.into(), u64::try_from(st.st_size).unwrap_or(u64::MAX)))
     }
 
     /// At most `cap` bytes of `memory.md` (more cannot match anything).
     pub(super) fn read_memory(&self, cap: u64) -> Result<Vec<u8>, Stop> {
-        let fd = self.open_memory()?;
-        let mut bytes = Vec::new();
-        std::fs::File::from(fd)
-            .take(cap)
+        self.read_memory_open(cap).map(|(bytes, _)| bytes)
+    }
+
+    /// [`Self::read_memory`], and the file still open.
+    fn read_memory_open(&self, cap: u64) -> Result<(Vec<u8>, std::fs::File), Stop> {
+        let (file, size) = self.open_memory()?;
+        // Sized by the fstat, so that the read takes two calls, not a
+        // dozen doubling ones; `take` still bounds it if the file grew.
+        let hint = usize::try_from(size.min(cap)).unwrap_or(0);
+        let mut bytes = Vec::with_capacity(hint);
+        let mut capped = file.take(cap);
+        capped
             .read_to_end(&mut bytes)
             .map_err(|_| Stop::Fail(MaterializationFailure::Path))?;
-        Ok(bytes)
+        Ok((bytes, capped.into_inner()))
     }
 
     /// Removes temporary files a crashed materializer left (the lock is
@@ -161,14 +169,15 @@ impl Root {
         }
     }
 
-    /// Writes `new` over `memory.md` atomically, owner-only.
+    /// Writes `new` over `memory.md` atomically, owner-only. The rename is
+    /// made durable by the returned [`Renamed`].
     pub(super) fn replace_memory(
-        &self,
+        self,
         new: &[u8],
         base: &[u8],
         cap: u64,
         lock: &RootLock,
-    ) -> Result<(), Stop> {
+    ) -> Result<Renamed, Stop> {
         use MaterializationFailure as F;
         self.remove_stale_temporaries();
         let tmp = format!("{TEMP_PREFIX}{}.tmp", lock.evidence().token);
@@ -195,8 +204,8 @@ impl Root {
             return fail(F::Write);
         }
         // A last look: a hand edit since the check is not overwritten.
-        match self.read_memory(cap) {
-            Ok(bytes) if bytes == base => {}
+        let old = match self.read_memory_open(cap) {
+            Ok((bytes, old)) if bytes == base => old,
             Ok(_) => {
                 remove_tmp();
                 return fail(F::StaleBase);
@@ -205,7 +214,7 @@ impl Root {
                 remove_tmp();
                 return Err(stop);
             }
-        }
+        };
         if let Err(e) = lock.check() {
             remove_tmp();
             return Err(Stop::Abort(e.into()));
@@ -214,17 +223,43 @@ impl Root {
             remove_tmp();
             return fail(F::Write);
         }
-        rustix::fs::fsync(&self.fd).map_err(|_| Stop::Fail(F::Write))
+        Ok(Renamed {
+            root: self.fd,
+            old: Some(old),
+        })
     }
 
     /// Recovery: `memory.md` already holds the new bytes. Enforce 0600 and
-    /// make the earlier rename durable.
-    pub(super) fn settle_memory(&self) -> Result<(), Stop> {
-        let fd = self.open_memory()?;
-        let settled = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))
-            .and_then(|()| rustix::fs::fsync(&fd))
-            .and_then(|()| rustix::fs::fsync(&self.fd));
-        settled.map_err(|_| Stop::Fail(MaterializationFailure::Write))
+    /// make the file durable; the returned [`Renamed`] makes the earlier
+    /// rename durable.
+    pub(super) fn settle_memory(self) -> Result<Renamed, Stop> {
+        let (file, _) = self.open_memory()?;
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(0o600))
+            .and_then(|()| rustix::fs::fsync(&file))
+            .map_err(|_| Stop::Fail(MaterializationFailure::Write))?;
+        Ok(Renamed {
+            root: self.fd,
+            old: None,
+        })
+    }
+}
+
+/// A `memory.md` renamed into place whose rename is not yet durable: the
+/// root still needs its fsync. That fsync may run beside the scan of the
+/// new bytes (the receipt commits only after [`Renamed::make_durable`]
+/// returned). The replaced file is held open until then, so that the
+/// rename does not free its blocks inline (about 65 us for 64 KiB).
+pub(super) struct Renamed {
+    root: OwnedFd,
+    old: Option<std::fs::File>,
+}
+
+impl Renamed {
+    /// Fsyncs the root, then lets the replaced file go.
+    pub(super) fn make_durable(self) -> Result<(), Stop> {
+        let synced = rustix::fs::fsync(&self.root);
+        drop(self.old);
+        synced.map_err(|_| Stop::Fail(MaterializationFailure::Write))
     }
 }
 

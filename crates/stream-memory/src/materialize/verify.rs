@@ -2,10 +2,9 @@
 //! exactly what was written.
 
 use serde_json::json;
-use stream_core::canon::sha256;
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{FileChanged, MaterializationFailure};
-use stream_core::{EventId, MemoryPath, NewEvent, Payload, SourceName, VersionId};
+use stream_core::{EventId, MemoryPath, NewEvent, Payload, Sha256Hex, SourceName, VersionId};
 use stream_store::{Read, VersionRow};
 
 use super::error::Stop;
@@ -18,7 +17,7 @@ pub(super) fn verify_new_version(
     store: &dyn Read,
     source: &SourceName,
     base: &VersionRow,
-    new: &[u8],
+    (new, new_sha): (&[u8], &Sha256Hex),
     new_version: &VersionId,
 ) -> Result<EventId, Stop> {
     let receipt = || Stop::Fail(MaterializationFailure::Receipt);
@@ -27,7 +26,6 @@ pub(super) fn verify_new_version(
         return Err(receipt());
     }
     let row = store.version(new_version)?.ok_or_else(receipt)?;
-    let new_sha = sha256(new);
     let expected_previous = if row.id == base.id {
         base.previous_version.as_ref()
     } else {
@@ -35,7 +33,7 @@ pub(super) fn verify_new_version(
     };
     if row.id != *new_version
         || row.document_id != base.document_id
-        || row.sha256 != new_sha
+        || row.sha256 != *new_sha
         || row.size != new.len() as u64
         || row.content_type != base.content_type
         || row.previous_version.as_ref() != expected_previous
@@ -62,7 +60,7 @@ pub(super) fn verify_new_version(
         || changed.path.as_str() != MemoryPath::VALUE
         || changed.version_id != row.id
         || changed.previous_version_id != row.previous_version
-        || changed.sha256 != new_sha
+        || changed.sha256 != *new_sha
         || changed.size != row.size
         || changed.content_type.as_str() != row.content_type
     {
@@ -74,6 +72,7 @@ pub(super) fn verify_new_version(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stream_core::canon::sha256;
     use stream_core::ids::derive_version_id;
 
     fn is_receipt_failure<T>(r: Result<T, Stop>) -> bool {
@@ -104,14 +103,16 @@ mod tests {
             .unwrap();
         let base = store.version(&base_id).unwrap().unwrap();
         let new = b"---\nid: m\n---\nbase\n\nnew\n";
-        let new_version = derive_version_id(&doc, &sha256(new), Some(&base_id)).unwrap();
+        let new_sha = sha256(new);
+        let new_version = derive_version_id(&doc, &new_sha, Some(&base_id)).unwrap();
+        let written = (&new[..], &new_sha);
 
         // Not scanned: the pointer is still at the base.
         assert!(is_receipt_failure(verify_new_version(
             &store,
             &source,
             &base,
-            new,
+            written,
             &new_version
         )));
         // Something else was written and scanned.
@@ -121,7 +122,7 @@ mod tests {
             &store,
             &source,
             &base,
-            new,
+            written,
             &new_version
         )));
 
@@ -139,7 +140,7 @@ mod tests {
             (dir, store, path)
         };
         let (_dir, store, _) = scanned_pair();
-        let event = verify_new_version(&store, &source, &base, new, &new_version).unwrap();
+        let event = verify_new_version(&store, &source, &base, written, &new_version).unwrap();
         assert!(store.event(&event).unwrap().is_some());
         let tampering = [
             "UPDATE document_versions SET size = size + 1 WHERE version_id = ?1",
@@ -162,18 +163,19 @@ mod tests {
                     &store,
                     &source,
                     &base,
-                    new,
+                    written,
                     &new_version
                 )),
                 "{sql}"
             );
         }
         // Bytes other than what was written.
+        let other = b"---\nid: m\n---\nbase\n\nnew!\n";
         assert!(is_receipt_failure(verify_new_version(
             &store,
             &source,
             &base,
-            b"---\nid: m\n---\nbase\n\nnew!\n",
+            (other, &sha256(other)),
             &new_version
         )));
     }
