@@ -4,21 +4,19 @@
 use stream_core::payload::MemoryOperation;
 
 /// Normalizes line endings to LF: CRLF and a lone CR each become LF.
+/// Copies the runs between CRs whole (a 64 KiB base has none).
 pub fn normalize_newlines(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\r' => {
-                out.push(b'\n');
-                if bytes.get(i + 1) == Some(&b'\n') {
-                    i += 1;
-                }
-            }
-            b => out.push(b),
+    let mut rest = bytes;
+    while let Some(at) = rest.iter().position(|&b| b == b'\r') {
+        out.extend_from_slice(&rest[..at]);
+        out.push(b'\n');
+        rest = &rest[at + 1..];
+        if let Some(after_lf) = rest.strip_prefix(b"\n") {
+            rest = after_lf;
         }
-        i += 1;
     }
+    out.extend_from_slice(rest);
     out
 }
 
@@ -57,6 +55,43 @@ mod tests {
         assert_eq!(normalize_newlines(b"a\r\nb\rc\n\r\n"), b"a\nb\nc\n\n");
         assert_eq!(normalize_newlines(b"\r"), b"\n");
         assert_eq!(normalize_newlines(b""), b"");
+        assert_eq!(normalize_newlines(b"\r\r\n\n\r"), b"\n\n\n\n");
+    }
+
+    /// Every string of up to six of `a`, CR and LF normalizes as a
+    /// byte-by-byte reading of the rule does.
+    #[test]
+    fn newlines_normalize_as_the_rule_reads_byte_by_byte() {
+        fn by_byte(bytes: &[u8]) -> Vec<u8> {
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < bytes.len() {
+                out.push(if bytes[i] == b'\r' { b'\n' } else { bytes[i] });
+                if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            out
+        }
+        let alphabet = [b'a', b'\r', b'\n'];
+        let mut strings = vec![Vec::new()];
+        for _ in 0..6 {
+            let longer: Vec<Vec<u8>> = strings
+                .iter()
+                .flat_map(|s| {
+                    alphabet.iter().map(move |&b| {
+                        let mut s = s.clone();
+                        s.push(b);
+                        s
+                    })
+                })
+                .collect();
+            for s in &longer {
+                assert_eq!(normalize_newlines(s), by_byte(s), "{s:?}");
+            }
+            strings = longer;
+        }
     }
 
     #[test]
