@@ -74,6 +74,7 @@ mod root;
 mod verify;
 
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
 
 use stream_core::payload::{
     Disposition, MaterializationFailed, MaterializationFailure, MemoryChangeProposed,
@@ -236,27 +237,51 @@ fn commit_receipt(
     trusted: &Trusted,
 ) -> Result<MaterializeOutcome, Stop> {
     let walked = walk_written(config);
-    std::thread::scope(|scope| {
-        let durable = scope.spawn(move || make_durable(renamed));
-        let scanned = walked.and_then(|walked| {
+    let (durable, scanned) = beside(
+        move || make_durable(renamed),
+        || -> Result<_, Stop> {
+            let walked = walked?;
             let mut tx = store.begin()?;
             let payload = scan_and_verify(&mut *tx, config, proposal, (walked, written), trusted)?;
             Ok((tx, payload))
-        });
-        durable
-            .join()
-            .unwrap_or(Err(Stop::Fail(MaterializationFailure::Write)))?;
-        let (mut tx, payload) = scanned?;
-        let outcome = record_in(&mut *tx, trusted, &payload, |receipt, recorded| {
-            MaterializeOutcome::Materialized {
-                receipt,
-                payload: Box::new(payload.clone()),
-                recorded,
-            }
-        })
-        .map_err(Stop::Abort)?;
-        tx.commit()?;
-        Ok(outcome)
+        },
+    );
+    // A panicked fsync thread made nothing durable.
+    durable.unwrap_or(Err(Stop::Fail(MaterializationFailure::Write)))?;
+    let (mut tx, payload) = scanned?;
+    let outcome = record_in(&mut *tx, trusted, &payload, |receipt, recorded| {
+        MaterializeOutcome::Materialized {
+            receipt,
+            payload: Box::new(payload.clone()),
+            recorded,
+        }
+    })
+    .map_err(Stop::Abort)?;
+    tx.commit()?;
+    Ok(outcome)
+}
+
+/// Runs `job` on a thread of its own while `meanwhile` runs here, and
+/// returns both results once both are done; when no thread can be had,
+/// `job` runs here after `meanwhile`. `None`: `job` panicked.
+fn beside<A, B, J>(job: J, meanwhile: impl FnOnce() -> B) -> (Option<A>, B)
+where
+    A: Send,
+    J: FnOnce() -> A + Send,
+{
+    let slot = Mutex::new(Some(job));
+    let run = |slot: &Mutex<Option<J>>| {
+        let job = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+        job.map(|job| job())
+    };
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new().spawn_scoped(scope, || run(&slot));
+        let b = meanwhile();
+        let a = match thread {
+            Ok(thread) => thread.join().ok().flatten(),
+            Err(_) => run(&slot),
+        };
+        (a, b)
     })
 }
 

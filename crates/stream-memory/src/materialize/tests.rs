@@ -104,3 +104,12 @@ fn the_receipt_waits_for_the_root_s_fsync_and_a_failed_one_commits_nothing() {
     ));
     assert_eq!(pointer(&s), base, "the scan rolled back");
 }
+
+/// Both results come back; a job that panics is `None`, never a panic here.
+#[test]
+fn beside_returns_both_results_and_a_panicked_job_as_none() {
+    let (a, b) = beside(|| 1, || 2);
+    assert_eq!((a, b), (Some(1), 2));
+    let (a, b) = beside(|| -> u8 { panic!("the job fails") }, || "meanwhile");
+    assert_eq!((a, b), (None, "meanwhile"));
+}
