@@ -1,7 +1,7 @@
 //! Declarations: what an agent is allowed to be.
 //!
 //! Owns the declaration file format of `docs/design.md §6` ([`model`], parsed
-//! strictly from YAML), its rules ([`validate`]), the
+//! strictly from YAML), its rules ([`mod@validate`]), the
 //! proposal capability manifest as code — fixed tool names, descriptions and
 //! JSON Schemas with every bound ([`tools`]) — the trusted parent's typed
 //! second validation of tool arguments ([`args`]), the fingerprint over

@@ -2,7 +2,7 @@
 //!
 //! Every struct denies unknown fields; closed vocabularies are enums; strings
 //! with a shape (ids, paths, event types) are newtypes that check it on
-//! input. Rules that span fields live in [`crate::validate`].
+//! input. Rules that span fields live in [`mod@crate::validate`].
 
 use std::fmt;
 

@@ -173,7 +173,7 @@ pub fn write(
     )
 }
 
-/// [`write`] for preference pairs (`--format dpo`): the same destination
+/// [`write()`] for preference pairs (`--format dpo`): the same destination
 /// rules and the same refusal of a pair missing a provenance id.
 pub fn write_pairs(
     path: &Path,

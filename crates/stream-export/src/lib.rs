@@ -3,7 +3,7 @@
 //! Owns `private-training-export` (judgments with `qualityEligible: true`,
 //! whatever `externalExportEligible` says, each with its complete exact
 //! private-provenance chain revalidated) and `training-export` (both flags
-//! true). Read [`select`] then [`write`]; `--format dpo` turns the same
+//! true). Read [`select`] then [`write()`]; `--format dpo` turns the same
 //! selection into preference pairs ([`preference_pairs`], [`write_pairs`]).
 //! An external example holds only externally eligible text: no memory, no
 //! private correction, no internal id annotation (see [`EXTERNAL_CONTENTS`]);

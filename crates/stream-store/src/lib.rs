@@ -7,7 +7,7 @@
 //! with immutable versions and a current pointer, and content-addressed blobs.
 //!
 //! Read [`Store`], [`Tx`] and [`AppendOutcome`] first. [`SqliteStore`] is the
-//! embedded backend; [`conformance`] (feature `conformance`) is the test
+//! embedded backend; `conformance` (feature `conformance`) is the test
 //! suite every backend must pass.
 //!
 //! This crate knows nothing of Telegram, providers or proposals: it stores

@@ -20,7 +20,7 @@ const MAX_SNAPSHOT_BYTES: usize = 64 << 20;
 
 /// A stored snapshot's bytes, read by [`crate::Read::snapshot`] and checked
 /// to hash to its id on the way out. Only this crate makes one, always
-/// through [`check_snapshot`] or [`join_snapshot`]: a reader holding one
+/// through `check_snapshot` or `join_snapshot`: a reader holding one
 /// need not hash the bytes a second time.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SnapshotBytes {

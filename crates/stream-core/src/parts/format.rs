@@ -31,7 +31,7 @@ use crate::ids::{checked_hex_bytes, hex_digits};
 pub const HEADER: &[u8] = b"tsp3";
 
 /// The header of parts written before [`HEADER`] (and of one whose literal
-/// holds [`MARK`]); still read.
+/// holds the reference mark); still read.
 pub const HEADER_V2: &[u8] = b"tsp2";
 
 /// The header of the first parts; still read.

@@ -17,7 +17,7 @@
 //!    activation's control row first, so a rerun resumes to the same URL).
 //!    The frozen Telegram head is recorded with the step.
 //! 3. `stop-consumer` — asks the old consumer to stop
-//!    ([`ConsumerRequest::Stopped`]) and waits until the serve running it
+//!    ([`ConsumerRequest::Stopped`](crate::cooperation::ConsumerRequest::Stopped)) and waits until the serve running it
 //!    acknowledges: every trigger up to the frozen head answered, the run
 //!    in flight settled, no trigger taken after. A serve that is not
 //!    running (or died: its status row's process evidence no longer names a

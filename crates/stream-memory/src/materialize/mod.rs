@@ -18,7 +18,7 @@
 //!    under it.
 //! 4. **Revalidation** (`revalidate.rs`), every check `docs/design.md §15`
 //!    names, each refusal a closed, content-dark
-//!    [`MaterializationFailure`](stream_core::payload::MaterializationFailure)
+//!    [`MaterializationFailure`]
 //!    code, in this order: the frozen base version's document, source, path,
 //!    content type, size and hash, with the blob re-hashed (`content`); the
 //!    configured root is a real directory, not a symlink (`path`,
