@@ -211,7 +211,7 @@ pub fn scan_with_limits(
     root: &Path,
     limits: &ScanLimits,
 ) -> Result<ScanReport, ScanError> {
-    let (mut report, found) = walk_source(source, root, limits)?;
+    let Walked { mut report, found } = walk(source, root, limits)?;
     // Decide against the latest commit; only if something is new, take the
     // write lock and decide again inside the transaction.
     let plan = plan(store, source, &found)?;
@@ -234,7 +234,14 @@ pub fn scan_with_limits(
 /// read, nothing decided or written yet. [`Walked::record_in`] is the
 /// second half, inside the caller's transaction.
 pub fn walk(source: &SourceName, root: &Path, limits: &ScanLimits) -> Result<Walked, ScanError> {
-    let (report, found) = walk_source(source, root, limits)?;
+    if !source.as_str().starts_with("filesystem:") {
+        return Err(ScanError::NotAFilesystemSource {
+            source_name: source.to_string(),
+        });
+    }
+    let mut report = ScanReport::default();
+    let found = walk_root(root, limits, &mut report)?;
+    report.files = found.len();
     Ok(Walked { report, found })
 }
 
@@ -269,22 +276,6 @@ impl Walked {
         finish(&mut report, plan);
         Ok(report)
     }
-}
-
-fn walk_source(
-    source: &SourceName,
-    root: &Path,
-    limits: &ScanLimits,
-) -> Result<(ScanReport, Vec<Found>), ScanError> {
-    if !source.as_str().starts_with("filesystem:") {
-        return Err(ScanError::NotAFilesystemSource {
-            source_name: source.to_string(),
-        });
-    }
-    let mut report = ScanReport::default();
-    let found = walk_root(root, limits, &mut report)?;
-    report.files = found.len();
-    Ok((report, found))
 }
 
 fn check_new_bytes(plan: &Plan, limits: &ScanLimits) -> Result<(), ScanError> {
