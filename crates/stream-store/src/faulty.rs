@@ -20,6 +20,7 @@ pub struct FaultyStore<S> {
     writes: AtomicUsize,
     fail_at: AtomicUsize,
     full: AtomicBool,
+    room_checks_left: AtomicUsize,
 }
 
 impl<S: Store> FaultyStore<S> {
@@ -30,6 +31,7 @@ impl<S: Store> FaultyStore<S> {
             writes: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(usize::MAX),
             full: AtomicBool::new(false),
+            room_checks_left: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -37,6 +39,12 @@ impl<S: Store> FaultyStore<S> {
     /// with `false`.
     pub fn set_full(&self, full: bool) {
         self.full.store(full, Ordering::SeqCst);
+    }
+
+    /// Makes the disk fill after `n` more [`Store::has_room`] checks: they
+    /// answer as the wrapped store does, every later one `false`.
+    pub fn set_room_for(&self, n: usize) {
+        self.room_checks_left.store(n, Ordering::SeqCst);
     }
 
     /// Fails the `n`th write from now (0 = the next one).
@@ -88,6 +96,16 @@ impl<S: Store> Store for FaultyStore<S> {
 
     fn has_room(&self) -> Result<bool, StoreError> {
         if self.full.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let left = self
+            .room_checks_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
+                0 => None,
+                usize::MAX => Some(usize::MAX),
+                n => Some(n - 1),
+            });
+        if left.is_err() {
             return Ok(false);
         }
         self.inner.has_room()

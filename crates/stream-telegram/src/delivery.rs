@@ -301,14 +301,18 @@ pub async fn deliver_pending(
     options: &DeliveryOptions,
 ) -> Result<DeliveryReport, DeliveryError> {
     let key = delivery_watermark_key(telegram_source);
-    let (watermark, scanned) = {
+    // The first send's room check rides on the scan's trip to a blocking
+    // thread: one round trip fewer between a settled reply and its send.
+    let (watermark, scanned, mut room_now) = {
         let store = Arc::clone(store);
         let source = telegram_source.clone();
         let key = key.clone();
         blocking(move || {
             let watermark = read_watermark(&*store, &key)?;
             let scanned = scan(&*store, &source, &watermark)?;
-            Ok((watermark, scanned))
+            let any_pending = scanned.iter().any(|s| matches!(s.item, Item::Pending(_)));
+            let room = any_pending.then(|| store.has_room()).transpose()?;
+            Ok((watermark, scanned, room))
         })
         .await?
     };
@@ -344,8 +348,16 @@ pub async fn deliver_pending(
                     settled_next.insert(source.clone(), seq);
                 }
                 pending.watermark = Some(json!(settled_next));
+                // Checked just before each send: a receipt may have filled the disk.
+                let room = match room_now.take() {
+                    Some(room) => room,
+                    None => {
+                        let store = Arc::clone(store);
+                        blocking(move || Ok(store.has_room()?)).await?
+                    }
+                };
                 let delivered =
-                    send_one(store, api, telegram_source, &pending, &mut report).await?;
+                    send_one(store, api, telegram_source, &pending, room, &mut report).await?;
                 match delivered {
                     Sent::Settled { marked } => {
                         if marked {
@@ -463,18 +475,16 @@ async fn append_one(
 
 /// Sends one output (split into as many messages as Telegram's bound
 /// needs, the first replying to the trigger) and appends its receipt, or
-/// its refusal when Telegram refused it for good.
+/// its refusal when Telegram refused it for good. `room`: whether the
+/// store's disk had room for a receipt, read just before.
 async fn send_one(
     store: &Arc<dyn Store>,
     api: &BotApi,
     telegram_source: &SourceName,
     pending: &Pending,
+    room: bool,
     report: &mut DeliveryReport,
 ) -> Result<Sent, DeliveryError> {
-    let room = {
-        let store = Arc::clone(store);
-        blocking(move || Ok(store.has_room()?)).await?
-    };
     if !room {
         report.no_room += 1;
         tracing::warn!(

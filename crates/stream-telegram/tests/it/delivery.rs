@@ -208,6 +208,34 @@ async fn one_reply_commits_its_receipt_and_watermark_together() {
     );
 }
 
+/// Room is checked before every send, not once per pass: when the first
+/// reply's receipt fills the disk, the second reply waits for the next pass.
+#[tokio::test]
+async fn a_disk_that_fills_during_a_pass_stops_the_next_send() {
+    let env = Env::start().await;
+    let ingress = env.ingress().await;
+    let msgs = inbound(&env, &ingress, &[34, 35]).await;
+    output(&env, &msgs[0].0, OWNER, "first");
+    output(&env, &msgs[1].0, OWNER, "second");
+    let faulty = Arc::new(FaultyStore::new(
+        SqliteStore::open(&env.store_path).unwrap(),
+    ));
+    let store: Arc<dyn Store> = faulty.clone();
+    faulty.set_room_for(1);
+    let report = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.sent, report.no_room, report.pending), (1, 1, 1));
+    assert_eq!(env.fake.calls_of("sendMessage").len(), 1);
+    assert_eq!(receipts(&env).len(), 1);
+    faulty.set_room_for(usize::MAX);
+    let report = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((report.sent, report.no_room, report.pending), (1, 0, 0));
+    assert_eq!(env.fake.calls_of("sendMessage").len(), 2);
+}
+
 /// While the store's disk has no room for a receipt nothing is sent (a
 /// reply sent then would go out again once space returns); with room back
 /// the reply goes out once.
