@@ -9,7 +9,7 @@ use stream_core::payload::{
     MessageReceived, OutputContract, ProposalKind, RunCompleted,
 };
 use stream_core::text::Label;
-use stream_core::{EventId, MemoryPath, RunId, SourceName, StoredEvent};
+use stream_core::{EventId, MemoryPath, Payload, RunId, SourceName, StoredEvent};
 use stream_store::{EventQuery, Read, RunStatus};
 
 use crate::history::{CallIds, call_of};
@@ -21,14 +21,12 @@ use crate::{
 /// Largest page when walking a source backwards.
 const PAGE: usize = 256;
 
-/// The page to ask for when `wanted` more messages are needed: a
-/// conversation's source interleaves about one other event (a delivery
-/// receipt, an edit) with each message, so twice as many, and more when a
-/// page came up short. Reading 256 rows for a 20-message transcript was most
-/// of a snapshot's build time.
+/// The page to ask for when `wanted` more messages are needed. A page holds
+/// messages only (the query names their type), so about as many as wanted:
+/// a few more for another chat's messages, and more when a page came up
+/// short.
 fn page_size(wanted: usize, pages_read: u32) -> usize {
     wanted
-        .saturating_mul(2)
         .saturating_add(4)
         .saturating_mul(1 << pages_read.min(6))
         .min(PAGE)
@@ -66,7 +64,13 @@ fn recent_messages(
     while found.len() < n && cursor > 1 {
         let size = page_size(n - found.len(), pages_read);
         pages_read += 1;
-        let page = store.events(&EventQuery::source_before(source, cursor).limit(size))?;
+        let page = store.events(
+            &EventQuery {
+                event_type: Some(MessageReceived::TYPE.to_owned()),
+                ..EventQuery::source_before(source, cursor)
+            }
+            .limit(size),
+        )?;
         let Some(last) = page.last() else { break };
         cursor = last.seq;
         for event in page {
@@ -377,10 +381,10 @@ mod tests {
 
     #[test]
     fn pages_start_near_what_is_wanted_and_grow_to_the_cap() {
-        assert_eq!(page_size(20, 0), 44);
-        assert_eq!(page_size(20, 1), 88);
-        assert_eq!(page_size(3, 0), 10);
-        assert_eq!(page_size(20, 3), PAGE);
+        assert_eq!(page_size(20, 0), 24);
+        assert_eq!(page_size(20, 1), 48);
+        assert_eq!(page_size(3, 0), 7);
+        assert_eq!(page_size(20, 4), PAGE);
         assert_eq!(page_size(usize::MAX, 0), PAGE);
         assert_eq!(page_size(1, u32::MAX), PAGE);
     }
