@@ -208,32 +208,53 @@ async fn one_reply_commits_its_receipt_and_watermark_together() {
     );
 }
 
+/// Two pending replies (to updates `ids`) and a faulty view of the store
+/// whose room the test sets; the pass it runs and what it sent.
+struct TwoPending {
+    env: Env,
+    faulty: Arc<FaultyStore<SqliteStore>>,
+    store: Arc<dyn Store>,
+}
+
+impl TwoPending {
+    async fn start(ids: [i64; 2]) -> Self {
+        let env = Env::start().await;
+        let ingress = env.ingress().await;
+        let msgs = inbound(&env, &ingress, &ids).await;
+        output(&env, &msgs[0].0, OWNER, "first");
+        output(&env, &msgs[1].0, OWNER, "second");
+        let faulty = Arc::new(FaultyStore::new(
+            SqliteStore::open(&env.store_path).unwrap(),
+        ));
+        let store: Arc<dyn Store> = faulty.clone();
+        Self { env, faulty, store }
+    }
+
+    /// One pass: (sent, no room, pending), and `sendMessage` calls so far.
+    async fn pass(&self) -> ((u64, u64, u64), usize) {
+        let report = deliver_pending(
+            &self.store,
+            &self.env.api,
+            &tg(),
+            &DeliveryOptions::default(),
+        )
+        .await
+        .unwrap();
+        let sends = self.env.fake.calls_of("sendMessage").len();
+        ((report.sent, report.no_room, report.pending), sends)
+    }
+}
+
 /// Room is checked before every send, not once per pass: when the first
 /// reply's receipt fills the disk, the second reply waits for the next pass.
 #[tokio::test]
 async fn a_disk_that_fills_during_a_pass_stops_the_next_send() {
-    let env = Env::start().await;
-    let ingress = env.ingress().await;
-    let msgs = inbound(&env, &ingress, &[34, 35]).await;
-    output(&env, &msgs[0].0, OWNER, "first");
-    output(&env, &msgs[1].0, OWNER, "second");
-    let faulty = Arc::new(FaultyStore::new(
-        SqliteStore::open(&env.store_path).unwrap(),
-    ));
-    let store: Arc<dyn Store> = faulty.clone();
-    faulty.set_room_for(1);
-    let report = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default())
-        .await
-        .unwrap();
-    assert_eq!((report.sent, report.no_room, report.pending), (1, 1, 1));
-    assert_eq!(env.fake.calls_of("sendMessage").len(), 1);
-    assert_eq!(receipts(&env).len(), 1);
-    faulty.set_room_for(usize::MAX);
-    let report = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default())
-        .await
-        .unwrap();
-    assert_eq!((report.sent, report.no_room, report.pending), (1, 0, 0));
-    assert_eq!(env.fake.calls_of("sendMessage").len(), 2);
+    let two = TwoPending::start([34, 35]).await;
+    two.faulty.set_room_for(1);
+    assert_eq!(two.pass().await, ((1, 1, 1), 1));
+    assert_eq!(receipts(&two.env).len(), 1);
+    two.faulty.set_room_for(usize::MAX);
+    assert_eq!(two.pass().await, ((1, 0, 0), 2));
 }
 
 /// While the store's disk has no room for a receipt nothing is sent (a
@@ -241,29 +262,13 @@ async fn a_disk_that_fills_during_a_pass_stops_the_next_send() {
 /// the reply goes out once.
 #[tokio::test]
 async fn nothing_is_sent_while_the_store_has_no_room_for_its_receipt() {
-    let env = Env::start().await;
-    let ingress = env.ingress().await;
-    let msgs = inbound(&env, &ingress, &[32, 33]).await;
-    output(&env, &msgs[0].0, OWNER, "first");
-    output(&env, &msgs[1].0, OWNER, "second");
-    let faulty = Arc::new(FaultyStore::new(
-        SqliteStore::open(&env.store_path).unwrap(),
-    ));
-    let store: Arc<dyn Store> = faulty.clone();
-    faulty.set_full(true);
-    let report = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default())
-        .await
-        .unwrap();
-    assert_eq!((report.sent, report.no_room, report.pending), (0, 1, 2));
-    assert!(env.fake.calls_of("sendMessage").is_empty());
-    assert!(receipts(&env).is_empty());
-    faulty.set_full(false);
-    let report = deliver_pending(&store, &env.api, &tg(), &DeliveryOptions::default())
-        .await
-        .unwrap();
-    assert_eq!((report.sent, report.no_room, report.pending), (2, 0, 0));
-    assert_eq!(env.fake.calls_of("sendMessage").len(), 2);
-    assert_eq!(receipts(&env).len(), 2);
+    let two = TwoPending::start([32, 33]).await;
+    two.faulty.set_full(true);
+    assert_eq!(two.pass().await, ((0, 1, 2), 0));
+    assert!(receipts(&two.env).is_empty());
+    two.faulty.set_full(false);
+    assert_eq!(two.pass().await, ((2, 0, 0), 2));
+    assert_eq!(receipts(&two.env).len(), 2);
 }
 
 #[tokio::test]
