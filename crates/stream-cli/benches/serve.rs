@@ -265,13 +265,15 @@ fn main() {
         ratio(p90)
     );
     println!(
-        "floor, paced (the same work after 50 ms idle, between the paced messages): {:.2} ms",
+        "floor, paced (the same work after {} ms idle, between the paced messages): {:.2} ms",
+        PACE.as_millis(),
         ms(floor_paced)
     );
     let (median, p90) = (pct(&mut paced, 50), pct(&mut paced, 90));
     let paced_ratio = |d: Duration| d.as_secs_f64() / floor_paced.as_secs_f64();
     println!(
-        "update -> sendMessage, paced (50 ms between a reply and the next message): median {:.2} ms ({:.1}x floor, {:.1}x paced floor), p90 {:.2} ms ({:.1}x floor, {:.1}x paced floor)",
+        "update -> sendMessage, paced ({} ms between a reply and the next message): median {:.2} ms ({:.1}x floor, {:.1}x paced floor), p90 {:.2} ms ({:.1}x floor, {:.1}x paced floor)",
+        PACE.as_millis(),
         ms(median),
         ratio(median),
         paced_ratio(median),
