@@ -272,7 +272,7 @@ fn main() {
     let (median, p90) = (pct(&mut paced, 50), pct(&mut paced, 90));
     let paced_ratio = |d: Duration| d.as_secs_f64() / floor_paced.as_secs_f64();
     println!(
-        "update -> sendMessage, paced ({} ms between a reply and the next message): median {:.2} ms ({:.1}x floor, {:.1}x paced floor), p90 {:.2} ms ({:.1}x floor, {:.1}x paced floor)",
+        "update -> sendMessage, paced ({} ms idle before each message): median {:.2} ms ({:.1}x floor, {:.1}x paced floor), p90 {:.2} ms ({:.1}x floor, {:.1}x paced floor)",
         PACE.as_millis(),
         ms(median),
         ratio(median),
