@@ -211,7 +211,9 @@ pub fn scan_with_limits(
     root: &Path,
     limits: &ScanLimits,
 ) -> Result<ScanReport, ScanError> {
-    let Walked { mut report, found } = walk(source, root, limits)?;
+    let Walked {
+        mut report, found, ..
+    } = walk(source, root, limits)?;
     // Decide against the latest commit; only if something is new, take the
     // write lock and decide again inside the transaction.
     let plan = plan(store, source, &found)?;
@@ -232,7 +234,8 @@ pub fn scan_with_limits(
 
 /// The first half of [`scan_with_limits`]: the root walked and every file
 /// read, nothing decided or written yet. [`Walked::record_in`] is the
-/// second half, inside the caller's transaction.
+/// second half, inside the caller's transaction, for the same source and
+/// limits.
 pub fn walk(source: &SourceName, root: &Path, limits: &ScanLimits) -> Result<Walked, ScanError> {
     if !source.as_str().starts_with("filesystem:") {
         return Err(ScanError::NotAFilesystemSource {
@@ -242,11 +245,18 @@ pub fn walk(source: &SourceName, root: &Path, limits: &ScanLimits) -> Result<Wal
     let mut report = ScanReport::default();
     let found = walk_root(root, limits, &mut report)?;
     report.files = found.len();
-    Ok(Walked { report, found })
+    Ok(Walked {
+        source: source.clone(),
+        limits: limits.clone(),
+        report,
+        found,
+    })
 }
 
-/// A root as [`walk`] read it.
+/// A root as [`walk`] read it, with the source and limits it was read for.
 pub struct Walked {
+    source: SourceName,
+    limits: ScanLimits,
     report: ScanReport,
     found: Vec<Found>,
 }
@@ -265,14 +275,14 @@ impl Walked {
     /// which commits it (or not) with whatever else it holds: the
     /// materializer commits the new version of `memory.md` with its
     /// receipt, in one commit.
-    pub fn record_in(
-        self,
-        tx: &mut dyn Tx,
-        source: &SourceName,
-        limits: &ScanLimits,
-    ) -> Result<ScanReport, ScanError> {
-        let Self { mut report, found } = self;
-        let plan = record(tx, source, &found, limits)?;
+    pub fn record_in(self, tx: &mut dyn Tx) -> Result<ScanReport, ScanError> {
+        let Self {
+            source,
+            limits,
+            mut report,
+            found,
+        } = self;
+        let plan = record(tx, &source, &found, &limits)?;
         finish(&mut report, plan);
         Ok(report)
     }

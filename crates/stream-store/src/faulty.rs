@@ -5,7 +5,7 @@
 
 #![allow(missing_docs)]
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use stream_core::{DocumentId, NewEvent, Sha256Hex, SnapshotId, SourceName, VersionId};
 
@@ -19,7 +19,8 @@ pub struct FaultyStore<S> {
     inner: S,
     writes: AtomicUsize,
     fail_at: AtomicUsize,
-    full: AtomicBool,
+    /// [`Store::has_room`] checks left before the disk is full
+    /// (`usize::MAX`: never).
     room_checks_left: AtomicUsize,
 }
 
@@ -30,7 +31,6 @@ impl<S: Store> FaultyStore<S> {
             inner,
             writes: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(usize::MAX),
-            full: AtomicBool::new(false),
             room_checks_left: AtomicUsize::new(usize::MAX),
         }
     }
@@ -38,7 +38,7 @@ impl<S: Store> FaultyStore<S> {
     /// Makes [`Store::has_room`] answer `false` (a full disk) until called
     /// with `false`.
     pub fn set_full(&self, full: bool) {
-        self.full.store(full, Ordering::SeqCst);
+        self.set_room_for(if full { 0 } else { usize::MAX });
     }
 
     /// Makes the disk fill after `n` more [`Store::has_room`] checks: they
@@ -95,9 +95,6 @@ impl<S: Store> Store for FaultyStore<S> {
     }
 
     fn has_room(&self) -> Result<bool, StoreError> {
-        if self.full.load(Ordering::SeqCst) {
-            return Ok(false);
-        }
         let left = self
             .room_checks_left
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {

@@ -160,9 +160,7 @@ pub(super) fn scan_and_verify(
     (walked, written): (Walked, Written),
     trusted: &Trusted,
 ) -> Result<MemoryChangeMaterialized, Stop> {
-    walked
-        .record_in(tx, &config.source, &scan_limits(config))
-        .map_err(scan_refusal)?;
+    walked.record_in(tx).map_err(scan_refusal)?;
     let Written {
         base,
         new,
