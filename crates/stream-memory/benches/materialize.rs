@@ -20,9 +20,17 @@
 //! - a correction decision + projection again, in a store that also holds
 //!   300 photos of 200 KiB;
 //!
-//! each also as a ratio to the raw transaction; before and after alternate
-//! round by round. Every round gets a fresh
-//! proposal, made untimed under a real stored snapshot.
+//! - the durability floor of a memory decision: the four flushes it must
+//!   make one after another, done by hand on the same disk (the decision's
+//!   commit; a 64 KiB file written and fsynced; its rename and the root's
+//!   fsync; a commit holding a 64 KiB row, for the new version and its
+//!   receipt), which no implementation can overlap without losing the
+//!   order the crash rules need;
+//!
+//! each also as a ratio to the raw transaction (and the memory decision to
+//! its floor); before and after, and the memory decision and its floor,
+//! alternate round by round. Every round gets a fresh proposal, made
+//! untimed under a real stored snapshot.
 //!
 //! For comparison, `benches/langgraph_cycle.py` times LangGraph's
 //! propose -> `interrupt()` -> resume -> record cycle on its SQLite
@@ -123,6 +131,21 @@ fn correction_proposal(w: &mut World) -> EventId {
     });
     w.base.deliver(settlement.output(), &trigger);
     settlement.proposals()[0].id.clone()
+}
+
+/// The four ordered flushes of a memory decision on a `len`-byte
+/// `memory.md` in `root`, by hand: each must be durable before the next
+/// starts.
+fn durability_floor(raw: &mut RawCommits, root: &std::path::Path, len: usize) {
+    raw.commit().unwrap();
+    let tmp = root.join(".memory.md.tmp");
+    let mut file = std::fs::File::create(&tmp).unwrap();
+    file.write_all(&vec![b'a'; len]).unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+    std::fs::rename(&tmp, root.join("memory.md")).unwrap();
+    std::fs::File::open(root).unwrap().sync_all().unwrap();
+    raw.commit_sized(len).unwrap();
 }
 
 fn main() {
@@ -234,6 +257,19 @@ fn main() {
         },
     );
 
+    // The same against its floor, alternated with the same setup before each
+    // (the floor leaves its proposal undecided).
+    let floor_dir = tempfile::tempdir_in(dir.path()).unwrap();
+    let (memory_beside_floor, memory_floor) = measure_pair(
+        |i| propose(10_000 + i, false),
+        |proposal| {
+            let record = record_verified_decision(&store, &request(&proposal)).unwrap();
+            let outcome = materialize_verified(&store, &config, &record.verified).unwrap();
+            assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
+        },
+        |_| durability_floor(&mut raw, floor_dir.path(), 64 * 1024),
+    );
+
     // A correction again, in a store that also holds 300 photos of 200 KiB
     // (60 MB): a blob lookup must not read the large rows it passes.
     let mut tx = w.store.begin().unwrap();
@@ -280,6 +316,16 @@ fn main() {
         decision_and_materialize,
     );
     report("  the same, chain replayed twice (before)", memory_two_pass);
+    report("  the same, alternated with its floor", memory_beside_floor);
+    report(
+        "  its durability floor (four ordered flushes)",
+        memory_floor,
+    );
+    println!(
+        "{:<46} {:>16.1}",
+        "  memory decision + materialize / its floor",
+        memory_beside_floor.as_secs_f64() / memory_floor.as_secs_f64()
+    );
     report(
         "correction decision + projection, 300 photos",
         correction_with_photos,

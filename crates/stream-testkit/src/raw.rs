@@ -42,12 +42,18 @@ impl RawCommits {
 
     /// One `BEGIN IMMEDIATE`, one 256-byte upsert, one fsync'd `COMMIT`.
     pub fn commit(&mut self) -> Result<(), rusqlite::Error> {
+        self.commit_sized(256)
+    }
+
+    /// [`commit`](Self::commit) of a `len`-byte row: a commit that also
+    /// stores a blob of that size.
+    pub fn commit_sized(&mut self, len: usize) -> Result<(), rusqlite::Error> {
         let key = (self.next % KEYS) as i64;
         self.next += 1;
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         self.conn.execute(
-            "INSERT OR REPLACE INTO bench_raw (k, v) VALUES (?1, zeroblob(256))",
-            [key],
+            "INSERT OR REPLACE INTO bench_raw (k, v) VALUES (?1, zeroblob(?2))",
+            [key, i64::try_from(len).unwrap_or(i64::MAX)],
         )?;
         self.conn.execute_batch("COMMIT")
     }
