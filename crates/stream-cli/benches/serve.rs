@@ -26,15 +26,18 @@ use stream_testkit::stack::{BOT_TOKEN, Stack};
 const PACE: Duration = Duration::from_millis(50);
 
 fn sends(stack: &Stack) -> usize {
-    stack.telegram.calls_of("sendMessage").len()
+    stack.telegram.count_of("sendMessage")
 }
 
-fn wait_sends(stack: &Stack, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while sends(stack) < n {
-        assert!(Instant::now() < deadline, "no sendMessage");
-        std::thread::sleep(Duration::from_micros(100));
-    }
+/// When the `n`th `sendMessage` (from 1) reached the fake Bot API. The
+/// bench sleeps until the fake records it: a polling loop here woke every
+/// 100 us on the cores `serve` runs on, held the fake's lock to copy every
+/// call so far, and added its own step to each figure.
+fn wait_sends(stack: &Stack, n: usize) -> Instant {
+    stack
+        .telegram
+        .wait_for_call("sendMessage", n - 1, Duration::from_secs(60))
+        .expect("no sendMessage")
 }
 
 fn pct(v: &mut [Duration], p: usize) -> Duration {
@@ -213,8 +216,7 @@ fn main() {
             let before = sends(&stack);
             let t = Instant::now();
             stack.say(&format!("turn {i}"));
-            wait_sends(&stack, before + 1);
-            series.push(t.elapsed());
+            series.push(wait_sends(&stack, before + 1) - t);
         }
     }
 
@@ -228,8 +230,7 @@ fn main() {
     for i in 0..30 {
         stack.say(&format!("burst {i}"));
     }
-    wait_sends(&stack, before + 30);
-    let burst = t.elapsed() / 30;
+    let burst = (wait_sends(&stack, before + 30) - t) / 30;
     // The spare parked now is not reaped yet: one worker short of the series.
     let cpu_after = ticks(pid);
     let messages = (2 * turns + 30) as f64;

@@ -104,6 +104,38 @@ async fn requests_on_the_wire_match_the_golden_params() {
     ));
 }
 
+/// The fake wakes a thread waiting for a call when the call arrives (the
+/// serve bench waits this way instead of polling the fake), and tells when
+/// it arrived; a call that never comes times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_waiting_for_a_call_is_woken_when_it_arrives() {
+    let env = Env::start().await;
+    let before = std::time::Instant::now();
+    tokio::task::block_in_place(|| {
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                env.fake
+                    .wait_for_call("sendMessage", 0, Duration::from_secs(30))
+            });
+            std::thread::sleep(Duration::from_millis(20));
+            tokio::runtime::Handle::current()
+                .block_on(env.api.send_message(OWNER, "x", None))
+                .unwrap();
+            let sent = std::time::Instant::now();
+            let arrived = waiter.join().unwrap().expect("woken by the call");
+            assert!(before + Duration::from_millis(20) <= arrived && arrived <= sent);
+            // Woken by the call, not by its 30 s timeout.
+            assert!(sent.elapsed() < Duration::from_secs(10));
+        });
+    });
+    assert_eq!(env.fake.count_of("sendMessage"), 1);
+    assert_eq!(
+        env.fake
+            .wait_for_call("sendMessage", 1, Duration::from_millis(50)),
+        None
+    );
+}
+
 #[tokio::test]
 async fn retry_after_is_respected() {
     let env = Env::start().await;
