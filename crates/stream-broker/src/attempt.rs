@@ -399,6 +399,8 @@ fn finish(
         }),
     )?;
     session.child.close_stdin();
+    // Only reads and the wait follow, each bounded by the deadline.
+    session.child.stop_watchdog();
     let result = match session.read(Stage::Result)? {
         WorkerFrame::Result(result) => result,
         other => return Err(session.unexpected(Stage::Result, &other)),

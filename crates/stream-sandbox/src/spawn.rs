@@ -2,7 +2,9 @@
 //!
 //! One [`WorkerChild`] per worker process. A watchdog thread kills the child
 //! at its wall-clock deadline whatever the parent is doing; every read and
-//! write on the pipes also stops at that deadline. A child parked as a spare
+//! write on the pipes, and every wait, also stops at that deadline, so a
+//! parent that only reads and waits to the end may stop the watchdog early
+//! ([`WorkerChild::stop_watchdog`]). A child parked as a spare
 //! ([`crate::ParkedWorker`]) has its clock stopped, and restarted in full
 //! when it is taken. Reads count every byte
 //! that arrives on stdout and kill the child the moment the count passes the
@@ -587,6 +589,17 @@ impl WorkerChild {
                     }
                 },
             }
+        }
+    }
+
+    /// From here the caller only reads and waits until the child is reaped
+    /// (each [`WorkerChild::read_line`] and [`WorkerChild::wait`] kills at
+    /// the same deadline itself): the watchdog thread is told to stop now,
+    /// so that it has exited by the reap, which joins it, rather than being
+    /// woken then, on the way from the child's exit to its status.
+    pub fn stop_watchdog(&mut self) {
+        if let Some((orders, _)) = &self.watchdog {
+            let _ = orders.send(Watch::Stop);
         }
     }
 

@@ -64,6 +64,39 @@ fn a_read_past_the_deadline_kills_the_child() {
     assert_eq!(ended.ending, Ending::KilledForTime);
 }
 
+/// With the watchdog stopped, the parent's own read still kills at the
+/// deadline.
+#[test]
+fn a_read_past_the_deadline_kills_the_child_after_the_watchdog_stopped() {
+    let limits = SpawnLimits {
+        wall_clock: Duration::from_millis(500),
+        ..limits()
+    };
+    let mut child = start(&["hang"], &limits);
+    child.stop_watchdog();
+    assert_eq!(
+        child.read_line(Duration::from_secs(60)),
+        Err(ChildIoError::TimedOut)
+    );
+    let ended = child.wait(Duration::from_secs(5)).unwrap();
+    assert_eq!(ended.ending, Ending::KilledForTime);
+}
+
+/// And so does its wait.
+#[test]
+fn a_wait_past_the_deadline_kills_the_child_after_the_watchdog_stopped() {
+    let limits = SpawnLimits {
+        wall_clock: Duration::from_millis(500),
+        ..limits()
+    };
+    let started = Instant::now();
+    let mut child = start(&["hang"], &limits);
+    child.stop_watchdog();
+    let ended = child.wait(Duration::from_secs(60)).unwrap();
+    assert_eq!(ended.ending, Ending::KilledForTime);
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
 #[test]
 fn a_child_writing_more_than_the_output_cap_is_killed() {
     let limits = SpawnLimits {
