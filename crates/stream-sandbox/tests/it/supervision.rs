@@ -5,7 +5,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use stream_sandbox::{ChildIoError, Ending, SpawnError, SpawnLimits, StderrMode, spawn};
+use stream_sandbox::{
+    ChildIoError, Ending, SpawnError, SpawnLimits, StderrMode, WorkerChild, spawn,
+};
 
 use crate::common::*;
 
@@ -48,49 +50,45 @@ fn the_watchdog_kills_at_the_wall_clock_deadline_while_the_parent_is_busy() {
     assert!(started.elapsed() >= Duration::from_secs(1));
 }
 
-#[test]
-fn a_read_past_the_deadline_kills_the_child() {
+/// A child that never answers, with half a second of wall clock.
+fn hanging_for_half_a_second() -> WorkerChild {
     let limits = SpawnLimits {
         wall_clock: Duration::from_millis(500),
         ..limits()
     };
-    let mut child = start(&["hang"], &limits);
-    // The read asks for a minute; the wall clock allows half a second.
+    start(&["hang"], &limits)
+}
+
+/// A read that asks for a minute ends at the half-second deadline, which
+/// kills the child.
+fn assert_a_read_kills_at_the_deadline(mut child: WorkerChild) {
     assert_eq!(
         child.read_line(Duration::from_secs(60)),
         Err(ChildIoError::TimedOut)
     );
     let ended = child.wait(Duration::from_secs(5)).unwrap();
     assert_eq!(ended.ending, Ending::KilledForTime);
+}
+
+#[test]
+fn a_read_past_the_deadline_kills_the_child() {
+    assert_a_read_kills_at_the_deadline(hanging_for_half_a_second());
 }
 
 /// With the watchdog stopped, the parent's own read still kills at the
 /// deadline.
 #[test]
 fn a_read_past_the_deadline_kills_the_child_after_the_watchdog_stopped() {
-    let limits = SpawnLimits {
-        wall_clock: Duration::from_millis(500),
-        ..limits()
-    };
-    let mut child = start(&["hang"], &limits);
+    let mut child = hanging_for_half_a_second();
     child.stop_watchdog();
-    assert_eq!(
-        child.read_line(Duration::from_secs(60)),
-        Err(ChildIoError::TimedOut)
-    );
-    let ended = child.wait(Duration::from_secs(5)).unwrap();
-    assert_eq!(ended.ending, Ending::KilledForTime);
+    assert_a_read_kills_at_the_deadline(child);
 }
 
 /// And so does its wait.
 #[test]
 fn a_wait_past_the_deadline_kills_the_child_after_the_watchdog_stopped() {
-    let limits = SpawnLimits {
-        wall_clock: Duration::from_millis(500),
-        ..limits()
-    };
     let started = Instant::now();
-    let mut child = start(&["hang"], &limits);
+    let mut child = hanging_for_half_a_second();
     child.stop_watchdog();
     let ended = child.wait(Duration::from_secs(60)).unwrap();
     assert_eq!(ended.ending, Ending::KilledForTime);

@@ -240,7 +240,7 @@ impl TwoPending {
         )
         .await
         .unwrap();
-        let sends = self.env.fake.calls_of("sendMessage").len();
+        let sends = self.env.fake.count_of("sendMessage");
         ((report.sent, report.no_room, report.pending), sends)
     }
 }
