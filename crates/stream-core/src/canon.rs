@@ -71,6 +71,58 @@ pub fn sha256(bytes: &[u8]) -> Sha256Hex {
     Sha256Hex::from_bytes(sha256_digest(bytes))
 }
 
+/// Bytes with their SHA-256, made only by hashing them ([`Hashed::new`]):
+/// the two cannot disagree, so a store keeps a blob under the digest its
+/// reader computed instead of hashing the same bytes again. `Debug` shows
+/// the digest and the length, never the bytes (a photo, `memory.md`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Hashed<B = Vec<u8>> {
+    sha256: Sha256Hex,
+    bytes: B,
+}
+
+impl<B: AsRef<[u8]>> Hashed<B> {
+    /// Hashes `bytes`.
+    pub fn new(bytes: B) -> Self {
+        Self {
+            sha256: sha256(bytes.as_ref()),
+            bytes,
+        }
+    }
+
+    /// The SHA-256 of [`Hashed::bytes`].
+    pub fn sha256(&self) -> &Sha256Hex {
+        &self.sha256
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.as_ref()
+    }
+
+    /// The same bytes and digest, borrowed.
+    pub fn borrowed(&self) -> Hashed<&[u8]> {
+        Hashed {
+            sha256: self.sha256.clone(),
+            bytes: self.bytes.as_ref(),
+        }
+    }
+
+    /// The bytes, giving up the digest.
+    pub fn into_bytes(self) -> B {
+        self.bytes
+    }
+}
+
+impl<B: AsRef<[u8]>> std::fmt::Debug for Hashed<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hashed")
+            .field("sha256", &self.sha256)
+            .field("len", &self.bytes.as_ref().len())
+            .finish()
+    }
+}
+
 /// SHA-256 of raw bytes, as its 32 bytes (a part key before it is spelled).
 pub(crate) fn sha256_digest(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
@@ -85,6 +137,20 @@ pub fn canonical_sha256<T: Serialize + ?Sized>(value: &T) -> Result<Sha256Hex, C
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn hashed_bytes_carry_their_own_digest_and_debug_shows_no_bytes() {
+        let canary = b"CANARY-hashed-bytes".to_vec();
+        let hashed = Hashed::new(canary.clone());
+        assert_eq!(hashed.sha256(), &sha256(&canary));
+        assert_eq!(hashed.bytes(), canary.as_slice());
+        assert_eq!(hashed.borrowed().sha256(), hashed.sha256());
+        assert_eq!(hashed.borrowed().bytes(), canary.as_slice());
+        let shown = format!("{hashed:?} {:?}", hashed.borrowed());
+        assert!(!shown.contains("CANARY"), "{shown}");
+        assert!(shown.contains(hashed.sha256().short(12)) && shown.contains("len: 19"));
+        assert_eq!(hashed.into_bytes(), canary);
+    }
 
     #[test]
     fn keys_are_sorted_by_utf16_and_whitespace_removed() {

@@ -39,7 +39,7 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
-use stream_core::canon::sha256;
+use stream_core::canon::Hashed;
 use stream_core::ids::{derive_document_id, derive_version_id};
 use stream_core::payload::FileChanged;
 use stream_core::text::{BoundedText, Label};
@@ -193,10 +193,12 @@ impl From<Errno> for ScanError {
     }
 }
 
-/// One regular file as read.
+/// One regular file as read, hashed once as it is read (outside any
+/// transaction): the plan compares that digest and the store keeps the
+/// blob under it.
 struct Found {
     path: String,
-    bytes: Vec<u8>,
+    bytes: Hashed,
 }
 
 /// Scans `root` for `source` with [`ScanLimits::default`].
@@ -312,9 +314,9 @@ fn record(
     let plan = plan(&*tx, source, found)?;
     check_new_bytes(&plan, limits)?;
     for change in &plan.changes {
-        let bytes = &found[change.found].bytes;
-        let blob = tx.put_blob(bytes)?;
-        debug_assert_eq!(blob, change.version.sha256);
+        let blob = found[change.found].bytes.borrowed();
+        debug_assert_eq!(blob.sha256(), &change.version.sha256);
+        tx.put_hashed(&blob)?;
         tx.ensure_document(&change.version.document_id, source, &change.path)?;
         tx.insert_version(&change.version)?;
         tx.set_current_version(&change.version.document_id, &change.version.id)?;
@@ -366,7 +368,7 @@ fn plan<R: Read + ?Sized>(
     for (i, file) in found.iter().enumerate() {
         let document_id =
             derive_document_id(source.as_str(), &file.path).map_err(|e| record(&e))?;
-        let sha = sha256(&file.bytes);
+        let sha = file.bytes.sha256().clone();
         let current = match reader.document(&document_id)? {
             Some(doc) => match doc.current_version {
                 Some(v) => reader.version(&v)?,
@@ -381,7 +383,7 @@ fn plan<R: Read + ?Sized>(
         let previous = current.map(|v| v.id);
         let version_id =
             derive_version_id(&document_id, &sha, previous.as_ref()).map_err(|e| record(&e))?;
-        let size = file.bytes.len() as u64;
+        let size = file.bytes.bytes().len() as u64;
         let content_type = content_type(&file.path);
         let payload = FileChanged {
             document_id: document_id.clone(),
@@ -654,7 +656,10 @@ impl Walk<'_> {
             skipped.too_large += 1;
             return Ok(());
         }
-        self.found.push(Found { path, bytes });
+        self.found.push(Found {
+            path,
+            bytes: Hashed::new(bytes),
+        });
         Ok(())
     }
 

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use serde_json::{Value, json};
-use stream_core::canon::{sha256, to_canonical_bytes};
+use stream_core::canon::{Hashed, sha256, to_canonical_bytes};
 use stream_core::ids::{derive_document_id, derive_event_id, derive_version_id};
 use stream_core::{Authorship, EventId, NewEvent, RunId, SnapshotId, SourceName};
 
@@ -48,6 +48,7 @@ macro_rules! conformance_suite {
             documents_versions_and_current_pointer,
             versions_are_immutable,
             blobs_are_content_addressed,
+            hashed_bytes_are_kept_under_their_digest,
             snapshots_round_trip_through_parts,
             a_snapshot_text_is_the_blob_of_the_same_text,
             payload_hash_must_match_bytes
@@ -532,6 +533,21 @@ pub fn blobs_are_content_addressed(store: &dyn Store) {
     assert_eq!(a, b);
     assert_eq!(a, sha256(b"same"));
     assert_eq!(store.blob(&a).unwrap().as_deref(), Some(&b"same"[..]));
+}
+
+pub fn hashed_bytes_are_kept_under_their_digest(store: &dyn Store) {
+    let owned = Hashed::new(b"hashed once".to_vec());
+    let mut tx = store.begin().unwrap();
+    tx.put_hashed(&owned.borrowed()).unwrap();
+    // The same bytes again, by either door: one blob.
+    tx.put_hashed(&Hashed::new(&b"hashed once"[..])).unwrap();
+    assert_eq!(tx.put_blob(b"hashed once").unwrap(), *owned.sha256());
+    tx.commit().unwrap();
+    assert_eq!(owned.sha256(), &sha256(b"hashed once"));
+    assert_eq!(
+        store.blob(owned.sha256()).unwrap().as_deref(),
+        Some(owned.bytes())
+    );
 }
 
 pub fn payload_hash_must_match_bytes(store: &dyn Store) {

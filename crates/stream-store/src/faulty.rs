@@ -7,7 +7,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use stream_core::{DocumentId, NewEvent, Sha256Hex, SnapshotId, SourceName, VersionId};
+use stream_core::canon::Hashed;
+use stream_core::{DocumentId, NewEvent, SnapshotId, SourceName, VersionId};
 
 use crate::{AppendOutcome, Progress, RunRow, Store, StoreError, Tx, VersionRow};
 
@@ -114,9 +115,9 @@ impl<S: Store> Tx for FaultyTx<'_, S> {
         self.owner.step()?;
         self.inner.append(event)
     }
-    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
+    fn put_hashed(&mut self, blob: &Hashed<&[u8]>) -> Result<(), StoreError> {
         self.owner.step()?;
-        self.inner.put_blob(bytes)
+        self.inner.put_hashed(blob)
     }
     fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
         self.owner.step()?;

@@ -48,6 +48,7 @@ pub use rows::*;
 pub use sqlite::SqliteStore;
 pub use usage::StoreUsage;
 
+use stream_core::canon::Hashed;
 use stream_core::{
     DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent, VersionId,
 };
@@ -280,8 +281,16 @@ pub trait Read {
 pub trait Tx: Read {
     /// Appends one event under the identity rule.
     fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError>;
+    /// Stores bytes under the SHA-256 they were hashed with (idempotent):
+    /// a reader that hashed them to name them in an event hands them on
+    /// without a second hash.
+    fn put_hashed(&mut self, blob: &Hashed<&[u8]>) -> Result<(), StoreError>;
     /// Stores bytes under their SHA-256 (idempotent).
-    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError>;
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
+        let blob = Hashed::new(bytes);
+        self.put_hashed(&blob)?;
+        Ok(blob.sha256().clone())
+    }
     /// Stores snapshot bytes as content-addressed parts (parts shared with
     /// stored snapshots are stored once); idempotent. Refuses bytes that do
     /// not hash to `id`.

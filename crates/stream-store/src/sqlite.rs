@@ -10,7 +10,8 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 use stream_core::{
     DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent,
-    VersionId, canon::sha256,
+    VersionId,
+    canon::{Hashed, sha256},
 };
 
 use crate::migrate::{Budget, check_identity, migrate};
@@ -202,9 +203,19 @@ pub(crate) static READ_BLOB: LazyLock<String> =
 
 /// Stores `bytes` under their SHA-256, once.
 pub(crate) fn insert_blob(c: &Connection, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
-    let sha = sha256(bytes);
-    cached_execute(c, &INSERT_BLOB, params![sha.to_bytes(), bytes]).map_err(backend)?;
-    Ok(sha)
+    let blob = Hashed::new(bytes);
+    insert_hashed(c, &blob)?;
+    Ok(blob.sha256().clone())
+}
+
+fn insert_hashed(c: &Connection, blob: &Hashed<&[u8]>) -> Result<(), StoreError> {
+    cached_execute(
+        c,
+        &INSERT_BLOB,
+        params![blob.sha256().to_bytes(), blob.bytes()],
+    )
+    .map_err(backend)?;
+    Ok(())
 }
 
 fn read_head(c: &Connection, source: &SourceName) -> Result<u64, StoreError> {
@@ -527,8 +538,8 @@ impl Tx for SqliteTx<'_> {
         Ok(AppendOutcome::Inserted { seq })
     }
 
-    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
-        insert_blob(&self.conn, bytes)
+    fn put_hashed(&mut self, blob: &Hashed<&[u8]>) -> Result<(), StoreError> {
+        insert_hashed(&self.conn, blob)
     }
 
     fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {

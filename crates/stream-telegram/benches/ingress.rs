@@ -3,6 +3,12 @@
 //! the offset), against a bare append of the same event in its own
 //! transaction on the same SQLite file. Prints medians and the ratio.
 //!
+//! Then a photo message of 1 MiB through the loopback Bot API (`getFile`,
+//! the download, the hash that names the blob, one transaction holding the
+//! blob and the event), beside one SHA-256 of the same bytes: the photo is
+//! hashed once, on a blocking thread, and the store keeps it under that
+//! digest.
+//!
 //! `cargo bench -p stream-telegram --bench ingress`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -19,22 +25,36 @@ use stream_telegram::admission::admit;
 use stream_telegram::{
     Ack, BotApi, BotIdentity, BotToken, ClientOptions, Ingress, IngressConfig, UpdateOutcome,
 };
+use stream_testkit::telegram::{FakeTelegram, FakeTelegramConfig};
 
 const N: i64 = 1000;
 const OWNER: i64 = 42;
+const PHOTOS: i64 = 60;
+const PHOTO_BYTES: usize = 1024 * 1024;
+
+/// An owner's private message `id` holding `content` (text or photo).
+fn owner_update(id: i64, content: Value) -> Value {
+    let mut message = json!({
+        "message_id": id,
+        "from": {"id": OWNER, "is_bot": false, "first_name": "O"},
+        "chat": {"id": OWNER, "type": "private"},
+        "date": 1_790_000_000,
+    });
+    let (Value::Object(message_fields), Value::Object(content)) = (&mut message, content) else {
+        unreachable!("both are objects");
+    };
+    message_fields.extend(content);
+    json!({"update_id": id, "message": message})
+}
 
 fn update(id: i64) -> Value {
-    json!({
-        "update_id": id,
-        "message": {
-            "message_id": id,
-            "from": {"id": OWNER, "is_bot": false, "first_name": "O"},
-            "chat": {"id": OWNER, "type": "private"},
-            "date": 1_790_000_000,
+    owner_update(
+        id,
+        json!({
             "text": "😀 /focus plan the week around the release",
             "entities": [{"type": "bot_command", "offset": 3, "length": 6}],
-        }
-    })
+        }),
+    )
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -110,6 +130,8 @@ fn main() {
         raw.push(t.elapsed());
     }
 
+    let (photo, hash) = photos(&rt, dir.path());
+
     let (pure, full, raw) = (median(pure), median(full), median(raw));
     println!("admission + command parsing (pure)      median {pure:?}");
     println!("ingress: update -> committed event+offset median {full:?}");
@@ -118,4 +140,60 @@ fn main() {
         "ratio ingress / bare append: {:.2}",
         full.as_secs_f64() / raw.as_secs_f64()
     );
+    println!("ingress of a 1 MiB photo message         median {photo:?}");
+    println!("one SHA-256 of the same 1 MiB           median {hash:?}");
+}
+
+/// A JPEG-looking photo, distinct per `id` (each stored as a new blob).
+fn jpeg(id: i64) -> Vec<u8> {
+    let mut bytes = vec![0xFF, 0xD8, 0xFF];
+    bytes.extend(id.to_le_bytes());
+    bytes.resize(PHOTO_BYTES, 0x5A);
+    bytes
+}
+
+/// Medians of a photo message's ingress through the loopback Bot API, and
+/// of one hash of the same bytes.
+fn photos(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> (Duration, Duration) {
+    let fake = rt
+        .block_on(FakeTelegram::start(FakeTelegramConfig::default()))
+        .unwrap();
+    let config = FakeTelegramConfig::default();
+    let api = BotApi::new(
+        &fake.base_url(),
+        BotToken::new(&config.token).unwrap(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("photos.db")).unwrap());
+    let ingress = Ingress::new(
+        store,
+        api,
+        BotIdentity {
+            id: config.bot_id,
+            username: config.username.clone(),
+        },
+        IngressConfig::for_owner(OWNER),
+    );
+    let (mut ingested, mut hashed) = (Vec::new(), Vec::new());
+    for id in 1..=PHOTOS {
+        let bytes = jpeg(id);
+        let t = Instant::now();
+        std::hint::black_box(stream_core::canon::sha256(&bytes));
+        hashed.push(t.elapsed());
+        let file_id = format!("photo-{id}");
+        fake.add_file(&file_id, &format!("unique-{id}"), bytes);
+        let u = owner_update(
+            id,
+            json!({"photo": [{"file_id": file_id, "file_unique_id": format!("unique-{id}"),
+                              "width": 1280, "height": 853, "file_size": PHOTO_BYTES}]}),
+        );
+        let t = Instant::now();
+        let outcome = rt
+            .block_on(ingress.handle_update(&u, Ack::PollingOffset))
+            .unwrap();
+        ingested.push(t.elapsed());
+        assert!(matches!(outcome, UpdateOutcome::Stored { .. }));
+    }
+    (median(ingested), median(hashed))
 }

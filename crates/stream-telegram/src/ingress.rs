@@ -2,8 +2,10 @@
 //! on `telegram:<bot-id>`, committed before the update is acknowledged.
 //!
 //! [`Ingress::handle_update`] admits, downloads the photo (outside any
-//! transaction), then commits in one transaction: the blob, the event, and —
-//! in polling mode — the next `getUpdates` offset. A dropped update commits
+//! transaction), hashes it once on the commit's blocking thread (the digest
+//! names it in the event and keys its blob), then commits in one
+//! transaction: the blob, the event, and — in polling mode — the next
+//! `getUpdates` offset. A dropped update commits
 //! the offset alone. The transaction re-reads the `ingress` control row and
 //! writes nothing when ingress is frozen.
 
@@ -11,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use stream_core::canon::sha256;
+use stream_core::canon::Hashed;
 use stream_core::payload::{MessageReceived, PhotoRef, PrivateChat};
 use stream_core::text::{BoundedText, Label};
 use stream_core::{EventError, EventId, NewEvent, SourceName};
@@ -156,7 +158,8 @@ impl std::fmt::Debug for Ingress {
 }
 
 enum Commit {
-    Stored(AppendOutcome),
+    /// The message's event, appended (or not) under this id.
+    Stored(AppendOutcome, EventId),
     Nothing,
     Frozen,
 }
@@ -315,10 +318,6 @@ impl Ingress {
                 return self.commit_drop(dropped, offset).await;
             }
         };
-        let (photo_ref, blob) = match photo {
-            Some((r, bytes)) => (Some(r), Some(bytes)),
-            None => (None, None),
-        };
         let payload = MessageReceived {
             update_id: admitted.update_id,
             message_id: admitted.message_id,
@@ -327,16 +326,16 @@ impl Ingress {
             sender_id: admitted.sender_id,
             date: admitted.date,
             text: admitted.text,
-            photo: photo_ref,
+            // Named by its blob's digest in `Message::build`.
+            photo: None,
             reply_to_message_id: admitted.reply_to_message_id,
             command: admitted.command,
         };
-        let event = NewEvent::build(&self.source, None, None, &payload)?;
-        let event_id = event.id.clone();
-        match self.commit(Some(event), blob, offset).await? {
+        let message = Message { payload, photo };
+        match self.commit(Some(message), offset).await? {
             Commit::Frozen => Ok(UpdateOutcome::Frozen),
             Commit::Nothing => Ok(UpdateOutcome::Frozen),
-            Commit::Stored(AppendOutcome::Inserted { seq }) => {
+            Commit::Stored(AppendOutcome::Inserted { seq }, event_id) => {
                 self.count(|s| s.stored += 1);
                 tracing::info!(
                     update_id = admitted.update_id,
@@ -346,7 +345,7 @@ impl Ingress {
                 );
                 Ok(UpdateOutcome::Stored { event_id, seq })
             }
-            Commit::Stored(AppendOutcome::Converged { seq }) => {
+            Commit::Stored(AppendOutcome::Converged { seq }, event_id) => {
                 self.count(|s| s.converged += 1);
                 tracing::info!(
                     update_id = admitted.update_id,
@@ -355,7 +354,7 @@ impl Ingress {
                 );
                 Ok(UpdateOutcome::Converged { event_id, seq })
             }
-            Commit::Stored(AppendOutcome::Conflict) => {
+            Commit::Stored(AppendOutcome::Conflict, event_id) => {
                 self.count(|s| s.conflicts += 1);
                 tracing::warn!(
                     update_id = admitted.update_id,
@@ -372,36 +371,45 @@ impl Ingress {
         dropped: Dropped,
         offset: Option<i64>,
     ) -> Result<UpdateOutcome, IngressError> {
-        match self.commit(None, None, offset).await? {
+        match self.commit(None, offset).await? {
             Commit::Frozen => Ok(UpdateOutcome::Frozen),
-            Commit::Nothing | Commit::Stored(_) => {
+            Commit::Nothing | Commit::Stored(..) => {
                 self.log_drop(dropped);
                 Ok(UpdateOutcome::Dropped(dropped))
             }
         }
     }
 
-    /// One transaction: state check, blob, event, offset.
+    /// One transaction: state check, blob, event, offset; the message's
+    /// event is built (its photo hashed) on the same blocking thread first,
+    /// before the write lock is taken.
     async fn commit(
         &self,
-        event: Option<NewEvent>,
-        blob: Option<Vec<u8>>,
+        message: Option<Message>,
         offset: Option<i64>,
     ) -> Result<Commit, IngressError> {
         let store = Arc::clone(&self.store);
+        let source = self.source.clone();
         let key = polling_offset_key(self.bot.id);
         tokio::task::spawn_blocking(move || -> Result<Commit, IngressError> {
+            let (event, blob) = match message {
+                Some(message) => {
+                    let (event, blob) = message.build(&source)?;
+                    (Some(event), blob)
+                }
+                None => (None, None),
+            };
             let mut tx = store.begin()?;
             match ingress_state(&*tx)? {
                 IngressState::Running => {}
                 IngressState::Frozen => return Ok(Commit::Frozen),
             }
             let mut result = Commit::Nothing;
-            if let Some(bytes) = &blob {
-                tx.put_blob(bytes)?;
+            if let Some(blob) = &blob {
+                tx.put_hashed(&blob.borrowed())?;
             }
             if let Some(event) = &event {
-                result = Commit::Stored(tx.append(event)?);
+                result = Commit::Stored(tx.append(event)?, event.id.clone());
             }
             if let Some(offset) = offset {
                 tx.set_control(&key, &json!({"offset": offset}))?;
@@ -418,10 +426,7 @@ impl Ingress {
 
     /// Downloads the largest photo size under the cap. `Ok(None)` when the
     /// message has no photo.
-    async fn fetch_photo(
-        &self,
-        admitted: &Admitted,
-    ) -> Result<Option<(PhotoRef, Vec<u8>)>, DropReason> {
+    async fn fetch_photo(&self, admitted: &Admitted) -> Result<Option<Fetched>, DropReason> {
         if admitted.photo_sizes.is_empty() {
             return Ok(None);
         }
@@ -468,18 +473,72 @@ impl Ingress {
             ) else {
                 return Err(DropReason::Malformed);
             };
-            let photo = PhotoRef {
+            return Ok(Some(Fetched {
                 file_id,
                 file_unique_id,
                 width: size.width,
                 height: size.height,
-                size: bytes.len() as u64,
-                blob_sha256: sha256(&bytes),
                 content_type,
-            };
-            return Ok(Some((photo, bytes)));
+                bytes,
+            }));
         }
         Err(DropReason::PhotoTooLarge)
+    }
+}
+
+/// An admitted message on its way to the store, its photo not yet hashed.
+struct Message {
+    payload: MessageReceived,
+    photo: Option<Fetched>,
+}
+
+impl Message {
+    /// The event, its photo named by the digest of its bytes, and those
+    /// bytes with that digest: hashed once (up to the photo cap, 10 MiB by
+    /// default, is milliseconds of CPU), for the event and the store alike.
+    fn build(self, source: &SourceName) -> Result<(NewEvent, Option<Hashed>), EventError> {
+        let Self { mut payload, photo } = self;
+        let blob = photo.map(|fetched| {
+            let (photo, blob) = fetched.hashed();
+            payload.photo = Some(photo);
+            blob
+        });
+        Ok((NewEvent::build(source, None, None, &payload)?, blob))
+    }
+}
+
+/// A downloaded photo, before its hash names it.
+struct Fetched {
+    file_id: BoundedText<1, 256>,
+    file_unique_id: BoundedText<1, 256>,
+    width: u32,
+    height: u32,
+    content_type: Label,
+    bytes: Vec<u8>,
+}
+
+impl Fetched {
+    /// The photo's reference and its bytes, named by their digest.
+    fn hashed(self) -> (PhotoRef, Hashed) {
+        let Self {
+            file_id,
+            file_unique_id,
+            width,
+            height,
+            content_type,
+            bytes,
+        } = self;
+        let blob = Hashed::new(bytes);
+        let photo = PhotoRef {
+            file_id,
+            file_unique_id,
+            width,
+            height,
+            size: blob.bytes().len() as u64,
+            blob_sha256: blob.sha256().clone(),
+            content_type,
+        };
+        (photo, blob)
     }
 }
 

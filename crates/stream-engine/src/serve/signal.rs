@@ -13,7 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stream_core::{DocumentId, NewEvent, Sha256Hex, SnapshotId, SourceName, VersionId};
+use stream_core::canon::Hashed;
+use stream_core::{DocumentId, NewEvent, SnapshotId, SourceName, VersionId};
 use stream_store::{AppendOutcome, Progress, RunRow, Store, StoreError, Tx, VersionRow};
 use tokio::sync::watch;
 
@@ -97,8 +98,8 @@ impl Tx for SignallingTx<'_> {
     fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
         self.inner.append(event)
     }
-    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
-        self.inner.put_blob(bytes)
+    fn put_hashed(&mut self, blob: &Hashed<&[u8]>) -> Result<(), StoreError> {
+        self.inner.put_hashed(blob)
     }
     fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
         self.inner.put_snapshot(id, bytes)

@@ -19,6 +19,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use fallible_iterator::FallibleIterator;
 
+use stream_core::canon::Hashed;
 use stream_core::{
     DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent, VersionId,
 };
@@ -278,9 +279,9 @@ impl Tx for PgTx<'_> {
         self.exec(move |c| write::append(c, &event))
     }
 
-    fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
-        let bytes = bytes.to_vec();
-        self.exec(move |c| write::put_blob(c, &bytes))
+    fn put_hashed(&mut self, blob: &Hashed<&[u8]>) -> Result<(), StoreError> {
+        let (sha, bytes) = (blob.sha256().clone(), blob.bytes().to_vec());
+        self.exec(move |c| write::put_hashed(c, &sha, &bytes))
     }
 
     fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {

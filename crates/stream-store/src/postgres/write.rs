@@ -87,14 +87,13 @@ fn converge(existing: &stream_core::StoredEvent, new: &NewEvent) -> AppendOutcom
     }
 }
 
-pub(crate) fn put_blob(c: &mut Conn, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
-    let sha = sha256(bytes);
+pub(crate) fn put_hashed(c: &mut Conn, sha: &Sha256Hex, bytes: &[u8]) -> Result<(), StoreError> {
     execute(
         c,
         "INSERT INTO blobs (sha256, bytes) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING",
         &[&sha.as_str(), &bytes],
     )?;
-    Ok(sha)
+    Ok(())
 }
 
 pub(crate) fn put_snapshot(c: &mut Conn, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError> {
