@@ -1,5 +1,6 @@
 //! Two measurements. First, 60 turns with a 64 KiB `memory.md`: the median
-//! snapshot build, store and retry-load times, and the stored bytes per turn
+//! snapshot build, store (and, timed apart, its cut into parts) and
+//! retry-load times, and the stored bytes per turn
 //! (WAL checkpointed) against the turn's own new text. Beside retry-load, in
 //! the same turns, the pre-parts path (the whole snapshot as one blob, and
 //! the decode of that time, copied here so that it stays fixed) and the
@@ -204,6 +205,7 @@ fn snapshots_per_turn() {
     let spec = spec();
     let (mut builds, mut stores, mut loads) = (vec![], vec![], vec![]);
     let (mut pre_parts, mut reads, mut decodes) = (vec![], vec![], vec![]);
+    let mut cuts = vec![];
     let mut own_text = 0usize;
     for update in 1..=TURNS {
         let message = format!("{update:03} {}", "m".repeat(396));
@@ -227,6 +229,10 @@ fn snapshots_per_turn() {
         .unwrap();
         tx.commit().unwrap();
         stores.push(start.elapsed());
+        // The store's CPU half, alone: the same bytes cut into parts.
+        let start = Instant::now();
+        std::hint::black_box(stream_core::parts::split(&bytes));
+        cuts.push(start.elapsed());
         let mut tx = whole.begin().unwrap();
         tx.put_blob(&bytes).unwrap();
         tx.commit().unwrap();
@@ -290,6 +296,7 @@ fn snapshots_per_turn() {
     for (what, samples) in [
         ("build", builds),
         ("store", stores),
+        ("  of which the cut", cuts),
         ("retry-load", loads),
         ("  of which read", reads),
         ("  of which verify", decodes),

@@ -4,7 +4,6 @@
 //! processes that build the same value always derive the same id.
 
 use serde::Serialize;
-use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
 use crate::ids::Sha256Hex;
@@ -16,6 +15,8 @@ use crate::ids::Sha256Hex;
 pub struct CanonError;
 
 mod encoder;
+
+pub(crate) use encoder::member_order;
 
 /// The RFC 8785 canonical bytes of `value`.
 ///
@@ -38,14 +39,6 @@ pub fn to_canonical_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, C
 /// The RFC 8785 canonical text of `value`.
 pub fn to_canonical_string<T: Serialize + ?Sized>(value: &T) -> Result<String, CanonError> {
     String::from_utf8(to_canonical_bytes(value)?).map_err(|_| CanonError)
-}
-
-/// An object's members in canonical order: by their names' UTF-16 code
-/// units (RFC 8785 section 3.2.3), not their UTF-8 bytes.
-pub(crate) fn sorted_members(members: &Map<String, Value>) -> Vec<(&String, &Value)> {
-    let mut members: Vec<(&String, &Value)> = members.iter().collect();
-    members.sort_by(|(a, _), (b, _)| encoder::member_order(a, b));
-    members
 }
 
 /// The RFC 8785 canonical bytes of one string, the one string encoder
@@ -133,10 +126,43 @@ pub fn canonical_sha256<T: Serialize + ?Sized>(value: &T) -> Result<Sha256Hex, C
     Ok(sha256(&to_canonical_bytes(value)?))
 }
 
+/// Random JSON values for the crate's property tests: leaves of every kind
+/// (integers past 2^53, doubles), strings from `text`, arrays of fewer than
+/// `items` and objects of fewer than `members`, nested as
+/// `prop_recursive(depth, size, …)` allows.
+#[cfg(test)]
+pub(crate) fn any_json(
+    text: &'static str,
+    (depth, size): (u32, u32),
+    items: usize,
+    members: usize,
+) -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+    use proptest::prelude::*;
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        (-(1i64 << 54)..(1i64 << 54)).prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        text.prop_map(Value::String),
+    ];
+    leaf.prop_recursive(depth, size, items as u32, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..items).prop_map(Value::Array),
+            proptest::collection::btree_map(text, inner, 0..members)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn hashed_bytes_carry_their_own_digest_and_debug_shows_no_bytes() {
@@ -198,26 +224,12 @@ mod tests {
     /// strings with escapes, and member names that UTF-16 sorts apart
     /// from UTF-8.
     fn json() -> impl proptest::strategy::Strategy<Value = Value> {
-        use proptest::prelude::*;
-        let text = "[\\x00-\\x7f]{0,6}|\\PC{0,6}|[a\\u{e000}\\u{ffff}\\u{10000}\\u{1f600}]{0,3}";
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            any::<u64>().prop_map(Value::from),
-            (-(1i64 << 54)..(1i64 << 54)).prop_map(Value::from),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(Value::from),
-            text.prop_map(Value::String),
-        ];
-        leaf.prop_recursive(4, 48, 6, move |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                proptest::collection::btree_map(text, inner, 0..6)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
+        any_json(
+            "[\\x00-\\x7f]{0,6}|\\PC{0,6}|[a\\u{e000}\\u{ffff}\\u{10000}\\u{1f600}]{0,3}",
+            (4, 48),
+            6,
+            6,
+        )
     }
 
     proptest::proptest! {

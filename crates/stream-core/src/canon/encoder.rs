@@ -31,7 +31,7 @@ const RAW_VALUE: &str = "$serde_json::private::RawValue";
 /// (RFC 8785 section 3.2.3), not their UTF-8 bytes. The two differ only
 /// where a name holds a character past U+FFFF; ASCII names (every field
 /// name) compare as bytes.
-pub(super) fn member_order(a: &str, b: &str) -> Ordering {
+pub(crate) fn member_order(a: &str, b: &str) -> Ordering {
     if a.is_ascii() && b.is_ascii() {
         a.cmp(b)
     } else {

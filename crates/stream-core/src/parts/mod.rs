@@ -24,19 +24,17 @@
 
 mod format;
 mod join;
+mod raw;
 mod text;
 
 pub use format::{Digest, HEADER, HEADER_V1, HEADER_V2, HEADERS};
 pub use join::{PartCheck, join, join_levels};
 pub use text::{TextCut, cut_text, splice_text, stored_as_text};
 
-use serde_json::Value;
-
-use crate::canon::{
-    CanonError, canonical_string, sha256_digest, sorted_members, to_canonical_bytes,
-};
+use crate::canon::sha256_digest;
 use crate::ids::{Sha256Hex, hex_digits};
 use format::{Kind, Ref, encode, unpacked_len};
+use raw::Raw;
 
 /// Values at least this long (canonical bytes) become their own part.
 pub const MIN_PART_BYTES: usize = 192;
@@ -270,14 +268,17 @@ fn runs(n: &mut Node, children: Vec<Node>, parts: &mut Parts) {
     }
 }
 
-fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
+/// `value`'s node: its literal is its own bytes in the document (canonical
+/// JSON, so nothing is encoded again), long values cut out as parts.
+/// `None`: a long string whose text cannot be decoded.
+fn node(value: &Raw<'_>, parts: &mut Parts) -> Option<Node> {
     let mut n = Node::empty();
     match value {
-        Value::Array(items) => {
+        Raw::Array(items) => {
             let children = items
                 .iter()
                 .map(|item| node(item, parts))
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Option<Vec<_>>>()?;
             let total: usize = children.iter().map(|c| c.len + 1).sum();
             n.push(b"[");
             if total > MAX_INLINE_ARRAY && children.len() > 1 {
@@ -294,11 +295,11 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
             }
             n.push(b"]");
         }
-        Value::Object(map) => {
-            let members = sorted_members(map)
-                .into_iter()
-                .map(|(name, item)| Ok((canonical_string(name)?, node(item, parts)?)))
-                .collect::<Result<Vec<_>, CanonError>>()?;
+        Raw::Object(members) => {
+            let members = members
+                .iter()
+                .map(|(name, item)| Some((*name, node(item, parts)?)))
+                .collect::<Option<Vec<_>>>()?;
             n.literal.reserve(
                 2 + members
                     .iter()
@@ -310,15 +311,15 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
                 if i > 0 {
                     n.push(b",");
                 }
-                n.push(&name);
+                n.push(name);
                 n.push(b":");
                 n.child(child, parts);
             }
             n.push(b"}");
         }
-        Value::String(text) => {
-            let encoded = canonical_string(text)?;
+        Raw::String(encoded) => {
             if stored_as_text(encoded.len()) {
+                let text = raw::text(encoded)?;
                 let sha = sha256_digest(text.as_bytes());
                 n.refs.push(Ref {
                     at: 0,
@@ -327,24 +328,21 @@ fn node(value: &Value, parts: &mut Parts) -> Result<Node, CanonError> {
                 });
                 n.len = encoded.len();
                 n.lone_ref = true;
-                keep(parts, sha, || text.as_bytes().to_vec());
+                keep(parts, sha, || text.into_bytes());
             } else {
-                n.len = encoded.len();
-                n.literal = encoded;
+                n.push(encoded);
             }
         }
-        Value::Null | Value::Bool(_) | Value::Number(_) => {
-            let encoded = to_canonical_bytes(value)?;
-            n.len = encoded.len();
-            n.literal = encoded;
-        }
+        Raw::Scalar(encoded) => n.push(encoded),
     }
-    Ok(n)
+    Some(n)
 }
 
-/// Cuts `bytes` into parts. Bytes that are not canonical JSON (or do not
-/// reassemble exactly) are kept whole as a single root part, so any bytes
-/// round-trip.
+/// Cuts `bytes` into parts, each built from the document's own slices (in
+/// canonical JSON a value's slice is its canonical encoding: nothing is
+/// parsed into a tree and encoded again; `raw`). Bytes that are not
+/// canonical JSON (or do not reassemble exactly) are kept whole as a single
+/// root part, so any bytes round-trip.
 pub fn split(bytes: &[u8]) -> Split {
     let whole = || {
         let encoded = encode(&[], bytes);
@@ -354,11 +352,11 @@ pub fn split(bytes: &[u8]) -> Split {
             parts: vec![(root, encoded)],
         }
     };
-    let Ok(value) = serde_json::from_slice::<Value>(bytes) else {
+    let Some(value) = raw::parse(bytes) else {
         return whole();
     };
     let mut parts = Vec::new();
-    let Ok(root) = node(&value, &mut parts) else {
+    let Some(root) = node(&value, &mut parts) else {
         return whole();
     };
     let encoded = root.encode();
@@ -388,7 +386,7 @@ pub fn split(bytes: &[u8]) -> Split {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::canon::sha256;
+    use crate::canon::{sha256, to_canonical_bytes};
 
     fn hex(sha: &Digest) -> Sha256Hex {
         Sha256Hex::from_bytes(*sha)
