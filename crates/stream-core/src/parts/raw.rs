@@ -37,7 +37,8 @@ pub(super) fn parse(bytes: &[u8]) -> Option<Raw<'_>> {
     (reader.at == bytes.len()).then_some(value)
 }
 
-/// The decoded text of an encoded string (quotes included).
+/// The decoded text of an encoded string (quotes included): the one
+/// decoder of the cutter and of the text an event's payload gives up.
 pub(super) fn text(encoded: &[u8]) -> Option<String> {
     serde_json::from_slice(encoded).ok()
 }

@@ -69,7 +69,7 @@ pub fn cut_text(payload: &[u8]) -> Option<TextCut> {
             _ => Some((s, e)),
         })?;
     let token = payload.get(start..end)?;
-    let text: String = serde_json::from_slice(token).ok()?;
+    let text = super::raw::text(token)?;
     if canonical_string(&text).ok()?.as_slice() != token {
         return None;
     }
