@@ -64,7 +64,8 @@ pub fn sha256(bytes: &[u8]) -> Sha256Hex {
     Sha256Hex::from_bytes(sha256_digest(bytes))
 }
 
-/// Bytes with their SHA-256, made only by hashing them ([`Hashed::new`]):
+/// Bytes with their SHA-256, made only by hashing them ([`Hashed::new`]) or
+/// by finding them equal to bytes already hashed ([`Hashed::new_knowing`]):
 /// the two cannot disagree, so a store keeps a blob under the digest its
 /// reader computed instead of hashing the same bytes again. `Debug` shows
 /// the digest and the length, never the bytes (a photo, `memory.md`).
@@ -80,6 +81,21 @@ impl<B: AsRef<[u8]>> Hashed<B> {
         Self {
             sha256: sha256(bytes.as_ref()),
             bytes,
+        }
+    }
+
+    /// `bytes` with the digest of the first of `known` holding the same
+    /// bytes, or hashed when none does: equal bytes have equal digests, and
+    /// comparing 64 KiB costs a tenth of hashing them. For a reader that
+    /// expects bytes it already hashed (the materializer scanning the file
+    /// it just wrote).
+    pub fn new_knowing(bytes: B, known: &[Hashed<&[u8]>]) -> Self {
+        match known.iter().find(|k| k.bytes == bytes.as_ref()) {
+            Some(k) => Self {
+                sha256: k.sha256.clone(),
+                bytes,
+            },
+            None => Self::new(bytes),
         }
     }
 
@@ -176,6 +192,17 @@ mod tests {
         assert!(!shown.contains("CANARY"), "{shown}");
         assert!(shown.contains(hashed.sha256().short(12)) && shown.contains("len: 19"));
         assert_eq!(hashed.into_bytes(), canary);
+    }
+
+    #[test]
+    fn bytes_known_to_a_reader_keep_their_digest_and_others_are_hashed() {
+        let (a, b) = (b"memory.md as written".to_vec(), b"edited since".to_vec());
+        let known = Hashed::new(a.as_slice());
+        for (bytes, known) in [(&a, vec![known.clone()]), (&b, vec![known]), (&a, vec![])] {
+            let hashed = Hashed::new_knowing(bytes.clone(), &known);
+            assert_eq!(hashed.sha256(), &sha256(bytes));
+            assert_eq!(hashed.bytes(), bytes.as_slice());
+        }
     }
 
     #[test]

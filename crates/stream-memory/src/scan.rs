@@ -213,9 +213,22 @@ pub fn scan_with_limits(
     root: &Path,
     limits: &ScanLimits,
 ) -> Result<ScanReport, ScanError> {
+    scan_knowing(store, source, root, limits, &[])
+}
+
+/// [`scan_with_limits`] by a reader that expects some files to hold bytes
+/// it already hashed: a file holding one of `known` takes its digest
+/// ([`Hashed::new_knowing`]).
+pub fn scan_knowing(
+    store: &dyn Store,
+    source: &SourceName,
+    root: &Path,
+    limits: &ScanLimits,
+    known: &[Hashed<&[u8]>],
+) -> Result<ScanReport, ScanError> {
     let Walked {
         mut report, found, ..
-    } = walk(source, root, limits)?;
+    } = walk_knowing(source, root, limits, known)?;
     // Decide against the latest commit; only if something is new, take the
     // write lock and decide again inside the transaction.
     let plan = plan(store, source, &found)?;
@@ -239,13 +252,23 @@ pub fn scan_with_limits(
 /// second half, inside the caller's transaction, for the same source and
 /// limits.
 pub fn walk(source: &SourceName, root: &Path, limits: &ScanLimits) -> Result<Walked, ScanError> {
+    walk_knowing(source, root, limits, &[])
+}
+
+/// [`walk`] expecting `known` bytes, as [`scan_knowing`] does.
+pub fn walk_knowing(
+    source: &SourceName,
+    root: &Path,
+    limits: &ScanLimits,
+    known: &[Hashed<&[u8]>],
+) -> Result<Walked, ScanError> {
     if !source.as_str().starts_with("filesystem:") {
         return Err(ScanError::NotAFilesystemSource {
             source_name: source.to_string(),
         });
     }
     let mut report = ScanReport::default();
-    let found = walk_root(root, limits, &mut report)?;
+    let found = walk_root(root, limits, known, &mut report)?;
     report.files = found.len();
     Ok(Walked {
         source: source.clone(),
@@ -444,6 +467,7 @@ fn open_dir_flags() -> OFlags {
 fn walk_root(
     root: &Path,
     limits: &ScanLimits,
+    known: &[Hashed<&[u8]>],
     report: &mut ScanReport,
 ) -> Result<Vec<Found>, ScanError> {
     match rustix::fs::lstat(root) {
@@ -473,6 +497,7 @@ fn walk_root(
     let root_dev = u64::from(root_stat.st_dev);
     let mut walk = Walk {
         limits,
+        known,
         root_dev,
         entries: 0,
         found: Vec::new(),
@@ -484,6 +509,7 @@ fn walk_root(
 
 struct Walk<'a> {
     limits: &'a ScanLimits,
+    known: &'a [Hashed<&'a [u8]>],
     root_dev: u64,
     entries: usize,
     found: Vec<Found>,
@@ -658,7 +684,7 @@ impl Walk<'_> {
         }
         self.found.push(Found {
             path,
-            bytes: Hashed::new(bytes),
+            bytes: Hashed::new_knowing(bytes, self.known),
         });
         Ok(())
     }

@@ -236,7 +236,7 @@ fn commit_receipt(
     make_durable: impl FnOnce(Renamed) -> Result<(), Stop> + Send,
     trusted: &Trusted,
 ) -> Result<MaterializeOutcome, Stop> {
-    let walked = walk_written(config);
+    let walked = walk_written(config, &written);
     let (durable, scanned) = beside(
         move || make_durable(renamed),
         || -> Result<_, Stop> {

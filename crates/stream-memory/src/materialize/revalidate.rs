@@ -3,12 +3,12 @@
 //! write; then, inside the receipt's transaction, the scan and the
 //! verification of the new version.
 
-use stream_core::canon::sha256;
+use stream_core::canon::Hashed;
 use stream_core::ids::derive_version_id;
 use stream_core::payload::{
     MaterializationFailure, MemoryChangeMaterialized, MemoryChangeProposed,
 };
-use stream_core::{MemoryPath, Sha256Hex, SourceName, VersionId};
+use stream_core::{MemoryPath, SourceName, VersionId};
 use stream_store::{Read, Store, Tx, VersionRow};
 
 use super::MaterializeConfig;
@@ -19,12 +19,12 @@ use super::root::{Renamed, Root};
 use super::verify::verify_new_version;
 use crate::frontmatter;
 use crate::lock::RootLock;
-use crate::scan::{ScanError, ScanLimits, Walked, scan_with_limits, walk};
+use crate::scan::{ScanError, ScanLimits, Walked, scan_knowing, walk_knowing};
 
-/// The verified frozen base.
+/// The verified frozen base: its row, and its blob re-hashed.
 struct Base {
     row: VersionRow,
-    bytes: Vec<u8>,
+    bytes: Hashed,
 }
 
 /// Where the current pointer is.
@@ -56,9 +56,15 @@ pub(super) struct Held<'a> {
 /// What step 5 wrote, for step 6 to scan and verify.
 pub(super) struct Written {
     base: VersionRow,
-    new: Vec<u8>,
-    new_sha: Sha256Hex,
+    new: Hashed,
     new_version: VersionId,
+}
+
+impl Written {
+    /// The bytes written: what the scan after the write expects to read.
+    pub(super) fn expected(&self) -> Hashed<&[u8]> {
+        self.new.borrowed()
+    }
 }
 
 /// Steps 4–5: revalidate, write (or find this decision's bytes written);
@@ -79,12 +85,12 @@ pub(super) fn attempt(
     }
 
     let base = frozen_base(store, proposal)?;
-    let new = compose(proposal.operation, &base.bytes, text);
-    let new_sha = sha256(&new);
-    let new_version = if new == base.bytes {
+    let new = Hashed::new(compose(proposal.operation, base.bytes.bytes(), text));
+    let unchanged = new.bytes() == base.bytes.bytes();
+    let new_version = if unchanged {
         base.row.id.clone()
     } else {
-        derive_version_id(&target.document_id, &new_sha, Some(&base.row.id))
+        derive_version_id(&target.document_id, new.sha256(), Some(&base.row.id))
             .map_err(|_| Stop::Fail(F::Content))?
     };
 
@@ -96,7 +102,8 @@ pub(super) fn attempt(
         // Replaced since the lock was named after it.
         return fail(F::Path);
     }
-    scan_root(store, config)?;
+    // The file holds the base, or (after a crash) the new bytes: both hashed.
+    scan_root(store, config, &[base.bytes.borrowed(), new.borrowed()])?;
     let pointer = match store.document(&target.document_id)? {
         Some(doc) if doc.current_version.as_ref() == Some(&target.version_id) => Pointer::Base,
         Some(doc) if doc.current_version.as_ref() == Some(&new_version) => Pointer::New,
@@ -104,27 +111,28 @@ pub(super) fn attempt(
         None => return fail(F::Content),
     };
 
-    let cap = (base.bytes.len().max(new.len()) as u64).saturating_add(1);
+    let (base_bytes, new_bytes) = (base.bytes.bytes(), new.bytes());
+    let cap = (base_bytes.len().max(new_bytes.len()) as u64).saturating_add(1);
     let disk = root.read_memory(cap)?;
-    let on_disk = if disk == base.bytes && (pointer == Pointer::Base || new == base.bytes) {
+    let on_disk = if disk == base_bytes && (pointer == Pointer::Base || unchanged) {
         OnDisk::Base
-    } else if disk == new {
+    } else if disk == new_bytes {
         OnDisk::New
     } else {
         return fail(F::StaleBase);
     };
 
-    let old_fm = frontmatter::parse_bytes(&base.bytes).map_err(|_| Stop::Fail(F::Frontmatter))?;
-    let new_fm = frontmatter::parse_bytes(&new).map_err(|_| Stop::Fail(F::Frontmatter))?;
+    let old_fm = frontmatter::parse_bytes(base_bytes).map_err(|_| Stop::Fail(F::Frontmatter))?;
+    let new_fm = frontmatter::parse_bytes(new_bytes).map_err(|_| Stop::Fail(F::Frontmatter))?;
     if old_fm.id() != new_fm.id() {
         return fail(F::Frontmatter);
     }
-    if new.len() as u64 > config.max_bytes {
+    if new_bytes.len() as u64 > config.max_bytes {
         return fail(F::Size);
     }
 
     let renamed = match on_disk {
-        OnDisk::Base => root.replace_memory(&new, &base.bytes, cap, held.lock)?,
+        OnDisk::Base => root.replace_memory(new_bytes, base_bytes, cap, held.lock)?,
         OnDisk::New => {
             tracing::info!(
                 decision = %trusted.decision,
@@ -137,16 +145,16 @@ pub(super) fn attempt(
     let written = Written {
         base: base.row,
         new,
-        new_sha,
         new_version,
     };
     Ok((written, renamed))
 }
 
 /// Step 6's reading half: the root walked and read again after the
-/// rename (nothing decided yet).
-pub(super) fn walk_written(config: &MaterializeConfig) -> Result<Walked, Stop> {
-    walk(&config.source, &config.root, &scan_limits(config)).map_err(scan_refusal)
+/// rename (nothing decided yet), expecting `written`'s bytes.
+pub(super) fn walk_written(config: &MaterializeConfig, written: &Written) -> Result<Walked, Stop> {
+    let limits = scan_limits(config);
+    walk_knowing(&config.source, &config.root, &limits, &[written.expected()]).map_err(scan_refusal)
 }
 
 /// Step 6 inside `tx`, the transaction that also appends the receipt: the
@@ -164,11 +172,9 @@ pub(super) fn scan_and_verify(
     let Written {
         base,
         new,
-        new_sha,
         new_version,
     } = written;
-    let file_event_id =
-        verify_new_version(&*tx, &config.source, &base, (&new, &new_sha), &new_version)?;
+    let file_event_id = verify_new_version(&*tx, &config.source, &base, &new, &new_version)?;
     Ok(MemoryChangeMaterialized {
         proposal_event_id: trusted.proposal.clone(),
         decision_event_id: trusted.decision.clone(),
@@ -177,15 +183,25 @@ pub(super) fn scan_and_verify(
         base_version_id: base.id,
         base_sha256: base.sha256,
         new_version_id: new_version,
-        new_sha256: new_sha,
-        byte_count: new.len() as u64,
+        new_sha256: new.sha256().clone(),
+        byte_count: new.bytes().len() as u64,
         file_event_id,
     })
 }
 
-/// Scans the exact configured source.
-fn scan_root(store: &dyn Store, config: &MaterializeConfig) -> Result<(), Stop> {
-    match scan_with_limits(store, &config.source, &config.root, &scan_limits(config)) {
+/// Scans the exact configured source, expecting `known` bytes.
+fn scan_root(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    known: &[Hashed<&[u8]>],
+) -> Result<(), Stop> {
+    match scan_knowing(
+        store,
+        &config.source,
+        &config.root,
+        &scan_limits(config),
+        known,
+    ) {
         Ok(_) => Ok(()),
         Err(e) => Err(scan_refusal(e)),
     }
@@ -232,8 +248,8 @@ fn frozen_base(store: &dyn Read, proposal: &MemoryChangeProposed) -> Result<Base
     {
         return Err(content());
     }
-    let bytes = store.blob(&row.sha256)?.ok_or_else(content)?;
-    if sha256(&bytes) != target.sha256 || bytes.len() as u64 != row.size {
+    let bytes = Hashed::new(store.blob(&row.sha256)?.ok_or_else(content)?);
+    if *bytes.sha256() != target.sha256 || bytes.bytes().len() as u64 != row.size {
         return Err(content());
     }
     Ok(Base { row, bytes })

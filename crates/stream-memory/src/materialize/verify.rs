@@ -2,9 +2,10 @@
 //! exactly what was written.
 
 use serde_json::json;
+use stream_core::canon::Hashed;
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{FileChanged, MaterializationFailure};
-use stream_core::{EventId, MemoryPath, NewEvent, Payload, Sha256Hex, SourceName, VersionId};
+use stream_core::{EventId, MemoryPath, NewEvent, Payload, SourceName, VersionId};
 use stream_store::{Read, VersionRow};
 
 use super::error::Stop;
@@ -17,9 +18,10 @@ pub(super) fn verify_new_version(
     store: &dyn Read,
     source: &SourceName,
     base: &VersionRow,
-    (new, new_sha): (&[u8], &Sha256Hex),
+    new: &Hashed,
     new_version: &VersionId,
 ) -> Result<EventId, Stop> {
+    let (new, new_sha) = (new.bytes(), new.sha256());
     let receipt = || Stop::Fail(MaterializationFailure::Receipt);
     let doc = store.document(&base.document_id)?.ok_or_else(receipt)?;
     if doc.current_version.as_ref() != Some(new_version) {
@@ -72,7 +74,6 @@ pub(super) fn verify_new_version(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stream_core::canon::sha256;
     use stream_core::ids::derive_version_id;
 
     fn is_receipt_failure<T>(r: Result<T, Stop>) -> bool {
@@ -103,9 +104,8 @@ mod tests {
             .unwrap();
         let base = store.version(&base_id).unwrap().unwrap();
         let new = b"---\nid: m\n---\nbase\n\nnew\n";
-        let new_sha = sha256(new);
-        let new_version = derive_version_id(&doc, &new_sha, Some(&base_id)).unwrap();
-        let written = (&new[..], &new_sha);
+        let written = &Hashed::new(new.to_vec());
+        let new_version = derive_version_id(&doc, written.sha256(), Some(&base_id)).unwrap();
 
         // Not scanned: the pointer is still at the base.
         assert!(is_receipt_failure(verify_new_version(
@@ -175,7 +175,7 @@ mod tests {
             &store,
             &source,
             &base,
-            (other, &sha256(other)),
+            &Hashed::new(other.to_vec()),
             &new_version
         )));
     }
