@@ -4,8 +4,9 @@
 //! p90, against a floor measured in the same run (2 fsync'd SQLite commits,
 //! 1 spawn of /bin/true and 3 loopback HTTP round trips), back to back and,
 //! for the paced series, also after the same idle pause; a burst of 30
-//! messages per message; the CPU time per message of `serve` and of its
-//! sandboxed workers; and an idle serve's CPU time and context switches
+//! messages per message; a reply the engine makes itself (`/help`), paced;
+//! the CPU time per message of `serve` and of its sandboxed workers; and an
+//! idle serve's CPU time and context switches
 //! over 10 s, read from /proc. `cargo bench -p stream-cli --bench serve
 //! [-- TURNS]`
 //! (`SERVE_BENCH_THESTREAM=PATH` measures another build). Figures only; nothing here asserts a time.
@@ -235,6 +236,23 @@ fn main() {
     let cpu_after = ticks(pid);
     let messages = (2 * turns + 30) as f64;
 
+    // A reply the engine makes itself (`/help`: no model, no worker), paced
+    // like the paced series; it must not reach the provider.
+    let requests = stack.provider.requests().len();
+    let mut fixed = Vec::new();
+    for _ in 0..turns {
+        std::thread::sleep(PACE);
+        let before = sends(&stack);
+        let t = Instant::now();
+        stack.say("/help");
+        fixed.push(wait_sends(&stack, before + 1) - t);
+    }
+    assert_eq!(
+        stack.provider.requests().len(),
+        requests,
+        "/help reached the provider"
+    );
+
     std::thread::sleep(Duration::from_secs(1));
     let (ticks0, switches0) = usage(pid);
     let cpu0 = on_cpu_ns(pid);
@@ -280,6 +298,14 @@ fn main() {
         paced_ratio(median),
         ms(p90),
         ratio(p90),
+        paced_ratio(p90)
+    );
+    let (median, p90) = (pct(&mut fixed, 50), pct(&mut fixed, 90));
+    println!(
+        "/help (answered by the engine, no model), paced: median {:.2} ms ({:.1}x paced floor), p90 {:.2} ms ({:.1}x paced floor)",
+        ms(median),
+        paced_ratio(median),
+        ms(p90),
         paced_ratio(p90)
     );
     println!(
