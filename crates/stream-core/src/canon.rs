@@ -203,6 +203,14 @@ mod tests {
             assert_eq!(hashed.sha256(), &sha256(bytes));
             assert_eq!(hashed.bytes(), bytes.as_slice());
         }
+        // Equal bytes take the known digest as it is, without hashing: a
+        // digest only a reader could know shows it was not recomputed.
+        let marked = Hashed {
+            sha256: sha256(b"a reader's digest"),
+            bytes: a.as_slice(),
+        };
+        let taken = Hashed::new_knowing(a.clone(), &[marked]);
+        assert_eq!(taken.sha256(), &sha256(b"a reader's digest"));
     }
 
     #[test]

@@ -60,13 +60,6 @@ pub(super) struct Written {
     new_version: VersionId,
 }
 
-impl Written {
-    /// The bytes written: what the scan after the write expects to read.
-    pub(super) fn expected(&self) -> Hashed<&[u8]> {
-        self.new.borrowed()
-    }
-}
-
 /// Steps 4–5: revalidate, write (or find this decision's bytes written);
 /// the rename is not yet durable.
 pub(super) fn attempt(
@@ -154,7 +147,13 @@ pub(super) fn attempt(
 /// rename (nothing decided yet), expecting `written`'s bytes.
 pub(super) fn walk_written(config: &MaterializeConfig, written: &Written) -> Result<Walked, Stop> {
     let limits = scan_limits(config);
-    walk_knowing(&config.source, &config.root, &limits, &[written.expected()]).map_err(scan_refusal)
+    walk_knowing(
+        &config.source,
+        &config.root,
+        &limits,
+        &[written.new.borrowed()],
+    )
+    .map_err(scan_refusal)
 }
 
 /// Step 6 inside `tx`, the transaction that also appends the receipt: the
