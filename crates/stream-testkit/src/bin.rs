@@ -53,14 +53,45 @@ pub fn binary(package: &str, name: &str) -> Result<PathBuf, BinError> {
     Ok(path)
 }
 
-fn build(package: &str, name: &str, dir: &Path) -> Result<(), BinError> {
+/// Whether `name` is a variable cargo sets for the crate it runs (this test
+/// or bench binary), not one that configures cargo. A build script that
+/// reads one is fingerprinted on it (ring reads `CARGO_MANIFEST_DIR`), so
+/// handing them on made every build from here differ from a plain `cargo
+/// build` or `cargo test`: ring and everything above it, `thestream`
+/// included, were compiled again at each switch between the two.
+fn set_for_the_running_crate(name: &str) -> bool {
+    matches!(
+        name,
+        "OUT_DIR"
+            | "CARGO_CRATE_NAME"
+            | "CARGO_BIN_NAME"
+            | "CARGO_PRIMARY_PACKAGE"
+            | "CARGO_TARGET_TMPDIR"
+            | "CARGO_RUSTC_CURRENT_DIR"
+    ) || ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_BIN_EXE_"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+}
+
+/// The `cargo build` of binary `name`, in the environment a plain `cargo`
+/// command would have.
+fn build_command(package: &str, name: &str, dir: &Path) -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "-p", package, "--bin", name]);
     if dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
-    let status = cmd
+    for (var, _) in std::env::vars_os() {
+        if var.to_str().is_some_and(set_for_the_running_crate) {
+            cmd.env_remove(var);
+        }
+    }
+    cmd
+}
+
+fn build(package: &str, name: &str, dir: &Path) -> Result<(), BinError> {
+    let status = build_command(package, name, dir)
         .status()
         .map_err(|e| BinError(format!("cargo build {name}: {e}")))?;
     if status.success() {
@@ -77,6 +108,48 @@ mod tests {
     /// A file of the binary's name is not taken on trust: cargo is asked
     /// every first time, so an unknown package fails even when the file is
     /// there.
+    #[test]
+    fn variables_of_the_running_crate_are_not_handed_to_cargo() {
+        for (name, set) in [
+            ("CARGO_MANIFEST_DIR", true),
+            ("CARGO_MANIFEST_PATH", true),
+            ("CARGO_PKG_NAME", true),
+            ("CARGO_PKG_VERSION_MAJOR", true),
+            ("CARGO_BIN_EXE_thestream", true),
+            ("CARGO_CRATE_NAME", true),
+            ("CARGO_PRIMARY_PACKAGE", true),
+            ("CARGO_TARGET_TMPDIR", true),
+            ("OUT_DIR", true),
+            ("CARGO", false),
+            ("CARGO_HOME", false),
+            ("CARGO_TARGET_DIR", false),
+            ("CARGO_INCREMENTAL", false),
+            ("CARGO_PROFILE_RELEASE_DEBUG", false),
+            ("CARGO_TERM_COLOR", false),
+            ("RUSTFLAGS", false),
+            ("PATH", false),
+        ] {
+            assert_eq!(set_for_the_running_crate(name), set, "{name}");
+        }
+        // `cargo test` sets it for this test binary: the build must not
+        // see it.
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        let cmd = build_command("stream-cli", "thestream", Path::new("target/debug"));
+        let removed: Vec<_> = cmd
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        assert!(
+            removed.iter().any(|n| n == "CARGO_MANIFEST_DIR"),
+            "{removed:?}"
+        );
+        assert!(
+            cmd.get_envs().all(|(name, _)| name != "CARGO"),
+            "cargo's own path is kept"
+        );
+    }
+
     #[test]
     fn a_binary_that_is_there_is_still_built_by_cargo() {
         let name = "stream-testkit-no-such-binary";
