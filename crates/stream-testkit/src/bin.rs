@@ -105,9 +105,8 @@ fn build(package: &str, name: &str, dir: &Path) -> Result<(), BinError> {
 mod tests {
     use super::*;
 
-    /// A file of the binary's name is not taken on trust: cargo is asked
-    /// every first time, so an unknown package fails even when the file is
-    /// there.
+    /// The build sees what a plain `cargo` command would: the variables
+    /// cargo set for this test binary are removed, cargo's own are kept.
     #[test]
     fn variables_of_the_running_crate_are_not_handed_to_cargo() {
         for (name, set) in [
@@ -150,6 +149,9 @@ mod tests {
         );
     }
 
+    /// A file of the binary's name is not taken on trust: cargo is asked
+    /// every first time, so an unknown package fails even when the file is
+    /// there.
     #[test]
     fn a_binary_that_is_there_is_still_built_by_cargo() {
         let name = "stream-testkit-no-such-binary";
