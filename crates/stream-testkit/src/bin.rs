@@ -13,6 +13,18 @@ use std::sync::Mutex;
 /// The binaries this process has brought up to date.
 static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
+/// A child process killed (SIGKILL) and reaped when dropped, so that a
+/// failing assertion never leaves it running.
+#[derive(Debug)]
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Why a binary could not be found or built.
 #[derive(Debug)]
 pub struct BinError(pub String);

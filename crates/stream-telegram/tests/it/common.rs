@@ -204,13 +204,4 @@ pub fn utf16_len(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
-/// A child process killed (SIGKILL) and reaped when dropped, so that a
-/// failing assertion never leaves it running.
-pub struct KillOnDrop(pub std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+pub use stream_testkit::bin::KillOnDrop;

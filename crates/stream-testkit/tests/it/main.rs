@@ -10,21 +10,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::BufRead as _;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use stream_telegram::{BotApi, BotToken, ClientOptions, RetryPolicy};
-
-/// Kills and reaps the fake when the test ends, whatever its outcome.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use stream_testkit::bin::KillOnDrop;
 
 /// The client's defaults, with a short first backoff: one 502 is scripted.
 fn fast_options() -> ClientOptions {
