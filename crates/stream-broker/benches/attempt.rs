@@ -72,7 +72,7 @@ fn main() {
     unsafe { std::env::set_var(KEY_ENV, "bench-key") };
     let tmp = tempfile::tempdir().unwrap();
     let (trivial, trivial_kind) = trivial_binary(tmp.path());
-    let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    let worker = stream_testkit::bin::binary("thestream-worker").unwrap();
 
     let api = ProviderApi::OpenaiChat;
     let mut p = packet(api);

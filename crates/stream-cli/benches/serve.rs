@@ -173,9 +173,9 @@ fn main() {
     // the binary before a change).
     let thestream = match std::env::var_os("SERVE_BENCH_THESTREAM") {
         Some(path) => path.into(),
-        None => stream_testkit::bin::binary("stream-cli", "thestream").unwrap(),
+        None => stream_testkit::bin::binary("thestream").unwrap(),
     };
-    let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    let worker = stream_testkit::bin::binary("thestream-worker").unwrap();
     let stack = Stack::start(&thestream, &worker, ProviderApi::OpenaiChat).unwrap();
     let mut serve = stack
         .command(&["serve"])

@@ -61,7 +61,7 @@ fn main() {
         std::env::set_var("BENCH_BOT_TOKEN", "4242:fake-token");
         std::env::set_var("BENCH_API_KEY", "sk-bench");
     }
-    let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    let worker = stream_testkit::bin::binary("thestream-worker").unwrap();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../declarations");
     let dir = tempfile::tempdir().unwrap();
     let context = dir.path().join("context");

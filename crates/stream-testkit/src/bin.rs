@@ -51,15 +51,15 @@ pub fn profile_dir() -> Result<PathBuf, BinError> {
     Ok(dir.to_owned())
 }
 
-/// The path of workspace binary `name` (e.g. `thestream`, `thestream-worker`)
-/// of package `package`, brought up to date by cargo the first time this
-/// process asks for it (a no-op build when it is fresh).
-pub fn binary(package: &str, name: &str) -> Result<PathBuf, BinError> {
+/// The path of workspace binary `name` (e.g. `thestream`, `thestream-worker`),
+/// brought up to date by cargo the first time this process asks for it (a
+/// no-op build when it is fresh).
+pub fn binary(name: &str) -> Result<PathBuf, BinError> {
     let dir = profile_dir()?;
     let path = dir.join(name);
     let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
     if !built.iter().any(|b| b == name) {
-        build(package, name, &dir)?;
+        build(name, &dir)?;
         built.push(name.to_owned());
     }
     Ok(path)
@@ -87,10 +87,16 @@ fn set_for_the_running_crate(name: &str) -> bool {
 
 /// The `cargo build` of binary `name`, in the environment a plain `cargo`
 /// command would have.
-fn build_command(package: &str, name: &str, dir: &Path) -> Command {
+///
+/// It selects the whole workspace, as `cargo test --workspace` and the
+/// README's `cargo build --release --bins` do, so that dependencies get the
+/// same features and are reused. `-p <package>` resolves features for that
+/// package alone: serde, regex and the rest below the worker were compiled
+/// a second time (23 crates, about a minute of CI).
+fn build_command(name: &str, dir: &Path) -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", package, "--bin", name]);
+    cmd.args(["build", "--workspace", "--bin", name]);
     if dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
@@ -102,8 +108,8 @@ fn build_command(package: &str, name: &str, dir: &Path) -> Command {
     cmd
 }
 
-fn build(package: &str, name: &str, dir: &Path) -> Result<(), BinError> {
-    let status = build_command(package, name, dir)
+fn build(name: &str, dir: &Path) -> Result<(), BinError> {
+    let status = build_command(name, dir)
         .status()
         .map_err(|e| BinError(format!("cargo build {name}: {e}")))?;
     if status.success() {
@@ -145,7 +151,7 @@ mod tests {
         // `cargo test` sets it for this test binary: the build must not
         // see it.
         assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
-        let cmd = build_command("stream-cli", "thestream", Path::new("target/debug"));
+        let cmd = build_command("thestream", Path::new("target/debug"));
         let removed: Vec<_> = cmd
             .get_envs()
             .filter(|(_, value)| value.is_none())
@@ -161,15 +167,34 @@ mod tests {
         );
     }
 
+    /// The build resolves features for the whole workspace, as the test
+    /// run did, not for the binary's package alone: otherwise the
+    /// dependencies below it are compiled again with other features.
+    #[test]
+    fn a_binary_is_built_with_the_features_of_the_whole_workspace() {
+        let cmd = build_command("thestream-worker", Path::new("target/release"));
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
+        assert_eq!(
+            args,
+            [
+                "build",
+                "--workspace",
+                "--bin",
+                "thestream-worker",
+                "--release"
+            ]
+        );
+    }
+
     /// A file of the binary's name is not taken on trust: cargo is asked
-    /// every first time, so an unknown package fails even when the file is
+    /// every first time, so an unknown binary fails even when the file is
     /// there.
     #[test]
     fn a_binary_that_is_there_is_still_built_by_cargo() {
         let name = "stream-testkit-no-such-binary";
         let path = profile_dir().unwrap().join(name);
         std::fs::write(&path, b"stale").unwrap();
-        let got = binary("stream-testkit-no-such-package", name);
+        let got = binary(name);
         std::fs::remove_file(&path).unwrap();
         assert!(got.is_err(), "a stale file was taken as the binary");
     }

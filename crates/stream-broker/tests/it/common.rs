@@ -53,8 +53,7 @@ fn setup() -> &'static Setup {
             .finish();
         let _ = tracing::subscriber::set_global_default(subscriber);
         let modes = tempfile::tempdir().unwrap();
-        let test_worker =
-            stream_testkit::bin::binary("stream-test-worker", "stream-test-worker").unwrap();
+        let test_worker = stream_testkit::bin::binary("stream-test-worker").unwrap();
         for mode in [
             "garbage-hello",
             "unsandboxed",
@@ -88,7 +87,7 @@ pub fn logs() -> String {
 /// The real worker.
 pub fn worker() -> PathBuf {
     setup();
-    stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap()
+    stream_testkit::bin::binary("thestream-worker").unwrap()
 }
 
 /// The test worker misbehaving as `mode`.

@@ -13,8 +13,7 @@ use crate::common::{configure_worker, stack};
 
 /// The test worker misbehaving as `mode`, linked into the home.
 fn misbehaving(s: &Stack, mode: &str) -> std::path::PathBuf {
-    let test_worker =
-        stream_testkit::bin::binary("stream-test-worker", "stream-test-worker").unwrap();
+    let test_worker = stream_testkit::bin::binary("stream-test-worker").unwrap();
     let link = s.path().join(mode);
     std::os::unix::fs::symlink(test_worker, &link).unwrap();
     link
@@ -84,7 +83,7 @@ fn a_worker_exiting_non_zero_after_a_valid_result_is_final() {
 #[test]
 fn a_worker_file_replaced_between_two_turns_changes_nothing_until_restart() {
     let s = stack(ProviderApi::OpenaiChat);
-    let real = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    let real = stream_testkit::bin::binary("thestream-worker").unwrap();
     let worker = s.path().join("thestream-worker");
     std::fs::copy(&real, &worker).unwrap();
     configure_worker(&s, &worker);

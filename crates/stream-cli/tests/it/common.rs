@@ -90,7 +90,7 @@ pub fn stack(api: stream_core::payload::ProviderApi) -> stream_testkit::stack::S
 /// A loopback stack on SQLite, whatever [`BACKEND_ENV`] says (for tests that
 /// read or damage the store file itself).
 pub fn sqlite_stack(api: stream_core::payload::ProviderApi) -> stream_testkit::stack::Stack {
-    let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    let worker = stream_testkit::bin::binary("thestream-worker").unwrap();
     stream_testkit::stack::Stack::start(
         std::path::Path::new(env!("CARGO_BIN_EXE_thestream")),
         &worker,

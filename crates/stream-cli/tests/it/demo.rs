@@ -5,7 +5,7 @@ use std::process::Command;
 #[test]
 fn the_demo_runs_the_whole_chain() {
     // The demo finds thestream-worker beside thestream.
-    stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    stream_testkit::bin::binary("thestream-worker").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_thestream"))
         .arg("demo")
         .env_clear()

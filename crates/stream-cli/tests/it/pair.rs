@@ -170,7 +170,7 @@ fn serve_without_an_owner_refuses_and_names_pair() {
 #[test]
 fn pair_refuses_while_a_serve_holds_the_store() {
     let s = setup();
-    let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    let worker = stream_testkit::bin::binary("thestream-worker").unwrap();
     // A live serve's status row for the active consumer: this test process.
     let store = s.home.store();
     {

@@ -48,7 +48,7 @@ fn settings(dir: &Path, telegram: &FakeTelegram, provider: &ScriptedProvider) ->
         },
         declaration: repo.join("telegram-conversation.v18.yaml"),
         replies_declaration: repo.join("telegram-replies.v2.yaml"),
-        worker: stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap(),
+        worker: stream_testkit::bin::binary("thestream-worker").unwrap(),
         allow_unenforced_sandbox: false,
         max_attempts: 3,
         retry_backoff: Duration::from_secs(60),

@@ -549,7 +549,7 @@ fn a_dead_or_missing_serve_is_detected_and_reruns_finish_the_activation() {
 
     configure(&s, V18);
     // A serve running another worker bundle than the one verified is not ready.
-    let worker = stream_testkit::bin::binary("stream-worker", "thestream-worker").unwrap();
+    let worker = stream_testkit::bin::binary("thestream-worker").unwrap();
     let other_bundle = s.path().join("thestream-worker-rebuilt");
     std::fs::copy(&worker, &other_bundle).unwrap();
     let mut bytes = std::fs::read(&other_bundle).unwrap();

@@ -30,8 +30,7 @@ fn verify_bundle_refuses_an_unenforced_or_missing_worker_and_changes_nothing() {
     let s = stack(ProviderApi::OpenaiChat);
     configure(&s, V17);
     drain(&s);
-    let misbehaving =
-        stream_testkit::bin::binary("stream-test-worker", "stream-test-worker").unwrap();
+    let misbehaving = stream_testkit::bin::binary("stream-test-worker").unwrap();
     let unsandboxed = s.path().join("unsandboxed");
     std::os::unix::fs::symlink(&misbehaving, &unsandboxed).unwrap();
     configure_worker(&s, &unsandboxed);
