@@ -9,7 +9,9 @@
 //! idle serve's CPU time and context switches
 //! over 10 s, read from /proc. `cargo bench -p stream-cli --bench serve
 //! [-- TURNS]`
-//! (`SERVE_BENCH_THESTREAM=PATH` measures another build). Figures only; nothing here asserts a time.
+//! (`SERVE_BENCH_THESTREAM=PATH` and `SERVE_BENCH_WORKER=PATH` measure
+//! another build of `thestream` or of the worker). Figures only; nothing
+//! here asserts a time.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -175,7 +177,10 @@ fn main() {
         Some(path) => path.into(),
         None => stream_testkit::bin::binary("thestream").unwrap(),
     };
-    let worker = stream_testkit::bin::binary("thestream-worker").unwrap();
+    let worker = match std::env::var_os("SERVE_BENCH_WORKER") {
+        Some(path) => path.into(),
+        None => stream_testkit::bin::binary("thestream-worker").unwrap(),
+    };
     let stack = Stack::start(&thestream, &worker, ProviderApi::OpenaiChat).unwrap();
     let mut serve = stack
         .command(&["serve"])
