@@ -124,10 +124,25 @@ fn bind(snapshot: &Snapshot, args: ToolArgs) -> Result<ValidatedProposal, Reason
     }
 }
 
+/// Every problem is named, so that a new one is classified here on purpose.
 fn args_reason(problem: ArgsProblem) -> Reason {
     match problem {
         ArgsProblem::Oversized => Reason::OversizedCall,
-        _ => Reason::MalformedCall,
+        ArgsProblem::NotJson
+        | ArgsProblem::DuplicateKey
+        | ArgsProblem::UnknownField
+        | ArgsProblem::MissingField
+        | ArgsProblem::WrongType
+        | ArgsProblem::NotAllowedValue
+        | ArgsProblem::LengthOutOfBounds
+        | ArgsProblem::TooManyEvidenceIds
+        | ArgsProblem::DuplicateEvidenceId
+        | ArgsProblem::NotAnEventId
+        | ArgsProblem::NotTheLiteral
+        | ArgsProblem::MustBeEmpty
+        | ArgsProblem::NotASourceName
+        | ArgsProblem::OutOfRange
+        | ArgsProblem::Invalid => Reason::MalformedCall,
     }
 }
 
@@ -218,4 +233,22 @@ fn judge(
         thinking,
         proposals,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call over the size bound is `oversized-call`; every other refused
+    /// argument text is `malformed-call`.
+    #[test]
+    fn each_argument_problem_has_its_reason() {
+        for problem in ArgsProblem::ALL {
+            let want = match problem {
+                ArgsProblem::Oversized => Reason::OversizedCall,
+                _ => Reason::MalformedCall,
+            };
+            assert_eq!(args_reason(problem), want, "{}", problem.as_str());
+        }
+    }
 }
