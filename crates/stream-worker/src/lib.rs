@@ -25,7 +25,7 @@ mod run;
 pub mod validate;
 mod warm;
 
-pub use run::{WorkerFailure, report_failure, serve};
+pub use run::{WorkerFailure, report_failure, serve, serve_then};
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -74,7 +74,9 @@ pub fn run_main() -> ExitCode {
         }
     };
     let mut stdin = std::io::stdin().lock();
-    match serve(&mut stdin, &mut stdout, sandbox) {
+    // Exit as soon as the result is out, freeing nothing: the parent is
+    // waiting for this exit (and its status) before it settles.
+    match serve_then(&mut stdin, &mut stdout, sandbox, || std::process::exit(0)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             report_failure(&mut stdout, &failure);

@@ -66,6 +66,63 @@ fn one_request_then_one_result() {
     }
 }
 
+/// A writer whose bytes stay readable while the attempt holds it.
+#[derive(Clone, Default)]
+struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The worker binary exits in `sent`: by then the whole result frame must
+/// be out, and `sent` must not run for an attempt that ends in a failure.
+#[test]
+fn sent_runs_once_the_result_frame_is_out_and_only_then() {
+    let input = frames(&[
+        ParentFrame::Packet(Box::new(packet())),
+        ParentFrame::BrokerResponse(BrokerResponse {
+            status: 200,
+            body: openai_tool_reply(&memory_args("x").to_string()),
+        }),
+    ]);
+    let out = Shared::default();
+    let seen = std::cell::Cell::new(None);
+    let result = stream_worker::serve_then(
+        &mut Cursor::new(input),
+        &mut out.clone(),
+        json!({"test": true}),
+        || {
+            let bytes = out.0.borrow();
+            let last = bytes.split(|b| *b == b'\n').rfind(|l| !l.is_empty());
+            seen.set(last.map(|l| parse_frame::<WorkerFrame>(l).unwrap()));
+        },
+    );
+    result.unwrap();
+    assert!(
+        matches!(
+            seen.take(),
+            Some(WorkerFrame::Result(WorkerResult::Completed(_)))
+        ),
+        "sent ran before the result was written, or never"
+    );
+
+    let called = std::cell::Cell::new(false);
+    let failed = stream_worker::serve_then(
+        &mut Cursor::new(b"garbage\n".to_vec()),
+        &mut Vec::new(),
+        json!({"test": true}),
+        || called.set(true),
+    );
+    assert!(failed.is_err());
+    assert!(!called.get(), "sent ran for a failed attempt");
+}
+
 #[test]
 fn provider_statuses_and_bodies_become_reasons() {
     for (status, body, reason) in [
