@@ -171,16 +171,13 @@ fn main() {
         .filter_map(|a| a.parse().ok())
         .next()
         .unwrap_or(30);
-    // SERVE_BENCH_THESTREAM names another build to compare (e.g. a copy of
-    // the binary before a change).
-    let thestream = match std::env::var_os("SERVE_BENCH_THESTREAM") {
-        Some(path) => path.into(),
-        None => stream_testkit::bin::binary("thestream").unwrap(),
+    // `var` names another build to compare (e.g. a copy of the binary
+    // before a change); else the workspace's own.
+    let build = |var: &str, name: &str| -> std::path::PathBuf {
+        std::env::var_os(var).map_or_else(|| stream_testkit::bin::binary(name).unwrap(), Into::into)
     };
-    let worker = match std::env::var_os("SERVE_BENCH_WORKER") {
-        Some(path) => path.into(),
-        None => stream_testkit::bin::binary("thestream-worker").unwrap(),
-    };
+    let thestream = build("SERVE_BENCH_THESTREAM", "thestream");
+    let worker = build("SERVE_BENCH_WORKER", "thestream-worker");
     let stack = Stack::start(&thestream, &worker, ProviderApi::OpenaiChat).unwrap();
     let mut serve = stack
         .command(&["serve"])

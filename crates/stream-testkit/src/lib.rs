@@ -4,7 +4,8 @@
 //! forbidden; [`bin`], which finds (building if needed) the workspace's real
 //! binaries so end-to-end tests run them as a user would; and [`packets`], a
 //! realistic `stream.sandbox/1` packet with the three proposal tools; and
-//! [`raw`], the benches' unit: one raw fsync'd commit on a WAL in use. The
+//! [`raw`], the benches' unit: one raw fsync'd commit on a WAL in use;
+//! [`capture`], a writer readable through its clones (captured logs). The
 //! loopback fakes ([`telegram`], [`provider`], [`stack`]) live in
 //! `stream-loopback`, which ships for `thestream demo`, and are re-exported
 //! here for tests.
@@ -16,6 +17,7 @@
 
 pub mod bin;
 pub mod canary;
+pub mod capture;
 pub mod packets;
 pub mod raw;
 

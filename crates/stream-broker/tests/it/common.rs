@@ -1,15 +1,15 @@
 //! Helpers: the real worker binary, the test worker's modes, the broker, the
 //! API key (a canary), and a capture of every log line of the test process.
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use stream_broker::{AttemptError, AttemptReport, Broker, BrokerConfig};
 use stream_core::payload::ProviderApi;
 use stream_protocol::Packet;
 use stream_testkit::canary::Canary;
+use stream_testkit::capture::Captured;
 use stream_testkit::provider::ScriptedProvider;
 
 /// The environment variable holding the test key.
@@ -17,24 +17,8 @@ pub const KEY_ENV: &str = "THESTREAM_BROKER_TEST_API_KEY";
 
 struct Setup {
     key: Canary,
-    logs: Arc<Mutex<Vec<u8>>>,
+    logs: Captured,
     modes: tempfile::TempDir,
-}
-
-#[derive(Clone)]
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 fn setup() -> &'static Setup {
@@ -44,8 +28,8 @@ fn setup() -> &'static Setup {
         // SAFETY: set once, before any test of this binary reads the
         // environment (every test calls `setup` first).
         unsafe { std::env::set_var(KEY_ENV, key.as_str()) };
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let writer = LogWriter(logs.clone());
+        let logs = Captured::default();
+        let writer = logs.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_max_level(tracing::Level::TRACE)
             .with_ansi(false)
@@ -81,7 +65,7 @@ pub fn key() -> &'static Canary {
 
 /// Everything logged so far by this test process.
 pub fn logs() -> String {
-    String::from_utf8_lossy(&setup().logs.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+    setup().logs.text()
 }
 
 /// The real worker.

@@ -1,12 +1,11 @@
 //! The parent's decision on a hello-frame report, and the report's wire form.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use stream_sandbox::{
     Enforcement, FdReport, LandlockReport, LandlockStatus, Missing, NamespaceReport, NotEnforced,
     RlimitReport, SeccompArch, SeccompReport, SeccompStatus, verify,
 };
+
+use stream_testkit::capture::Captured;
 
 use crate::common::*;
 
@@ -145,19 +144,6 @@ fn verify_refuses_every_shortfall_unless_the_dev_switch_is_on() {
     }
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 fn logs_of(f: impl FnOnce()) -> String {
     let captured = Captured::default();
     let writer = captured.clone();
@@ -166,7 +152,7 @@ fn logs_of(f: impl FnOnce()) -> String {
         .with_writer(move || writer.clone())
         .finish();
     tracing::subscriber::with_default(subscriber, f);
-    String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
+    String::from_utf8(captured.bytes()).unwrap()
 }
 
 #[test]

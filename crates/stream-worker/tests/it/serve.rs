@@ -66,20 +66,6 @@ fn one_request_then_one_result() {
     }
 }
 
-/// A writer whose bytes stay readable while the attempt holds it.
-#[derive(Clone, Default)]
-struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-
-impl std::io::Write for Shared {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The worker binary exits in `sent`: by then the whole result frame must
 /// be out, and `sent` must not run for an attempt that ends in a failure.
 #[test]
@@ -91,14 +77,14 @@ fn sent_runs_once_the_result_frame_is_out_and_only_then() {
             body: openai_tool_reply(&memory_args("x").to_string()),
         }),
     ]);
-    let out = Shared::default();
+    let out = stream_testkit::capture::Captured::default();
     let seen = std::cell::Cell::new(None);
     let result = stream_worker::serve_then(
         &mut Cursor::new(input),
         &mut out.clone(),
         json!({"test": true}),
         || {
-            let bytes = out.0.borrow();
+            let bytes = out.bytes();
             let last = bytes.split(|b| *b == b'\n').rfind(|l| !l.is_empty());
             seen.set(last.map(|l| parse_frame::<WorkerFrame>(l).unwrap()));
         },
