@@ -101,7 +101,7 @@ fn set_state_blocking(store: &dyn Store, state: IngressState) -> Result<(), Cont
 
 async fn set_state(store: &Arc<dyn Store>, state: IngressState) -> Result<(), ControlError> {
     let store = Arc::clone(store);
-    tokio::task::spawn_blocking(move || set_state_blocking(&*store, state))
+    crate::offload::run(move || set_state_blocking(&*store, state))
         .await
         .map_err(|_| ControlError::Join)?
 }

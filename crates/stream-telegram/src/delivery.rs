@@ -287,7 +287,7 @@ fn scan(
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, DeliveryError> + Send + 'static,
 ) -> Result<T, DeliveryError> {
-    tokio::task::spawn_blocking(f)
+    crate::offload::run(f)
         .await
         .map_err(|_| DeliveryError::Join)?
 }

@@ -251,7 +251,7 @@ impl Ingress {
     /// The ingress state now.
     pub async fn state(&self) -> Result<IngressState, IngressError> {
         let store = Arc::clone(&self.store);
-        let state = tokio::task::spawn_blocking(move || ingress_state(&*store))
+        let state = crate::offload::run(move || ingress_state(&*store))
             .await
             .map_err(|_| IngressError::Join)??;
         Ok(state)
@@ -261,10 +261,9 @@ impl Ingress {
     pub async fn polling_offset(&self) -> Result<Option<i64>, IngressError> {
         let store = Arc::clone(&self.store);
         let bot = self.bot.id;
-        let offset =
-            tokio::task::spawn_blocking(move || crate::control::polling_offset(&*store, bot))
-                .await
-                .map_err(|_| IngressError::Join)??;
+        let offset = crate::offload::run(move || crate::control::polling_offset(&*store, bot))
+            .await
+            .map_err(|_| IngressError::Join)??;
         Ok(offset)
     }
 
@@ -391,7 +390,7 @@ impl Ingress {
         let store = Arc::clone(&self.store);
         let source = self.source.clone();
         let key = polling_offset_key(self.bot.id);
-        tokio::task::spawn_blocking(move || -> Result<Commit, IngressError> {
+        crate::offload::run(move || -> Result<Commit, IngressError> {
             let (event, blob) = match message {
                 Some(message) => {
                     let (event, blob) = message.build(&source)?;

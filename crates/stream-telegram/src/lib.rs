@@ -26,6 +26,7 @@ pub mod control;
 pub mod delivery;
 pub mod ingress;
 pub mod menu;
+mod offload;
 pub mod polling;
 pub mod requests;
 pub mod split;
