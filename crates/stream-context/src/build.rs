@@ -99,33 +99,49 @@ struct Chain {
     judgments: BTreeMap<EventId, JudgmentRecorded>,
 }
 
-fn chain_of(store: &dyn Read, root: &EventId) -> Result<Chain, ContextError> {
-    let mut chain = Chain::default();
-    for event in store.events(&EventQuery::rooted_at(root))? {
+/// The chains of `messages`, read together (one query for the whole
+/// transcript rather than one per message).
+fn chains_of(
+    store: &dyn Read,
+    messages: &[(StoredEvent, MessageReceived)],
+) -> Result<BTreeMap<EventId, Chain>, ContextError> {
+    let roots = messages
+        .iter()
+        .map(|(event, _)| event.id().clone())
+        .collect();
+    let mut chains: BTreeMap<EventId, Chain> = BTreeMap::new();
+    for event in store.events(&EventQuery::rooted_at_any(roots))? {
+        if let Some(root) = event.event.root.clone() {
+            chains.entry(root).or_default().add(event)?;
+        }
+    }
+    Ok(chains)
+}
+
+impl Chain {
+    /// Files one event of the chain, read in commit order.
+    fn add(&mut self, event: StoredEvent) -> Result<(), ContextError> {
         if event.is::<MessageObservation>() {
             let out: MessageObservation = decode(&event)?;
-            chain.outputs.push((event, out));
+            self.outputs.push((event, out));
         } else if event.is::<DeliveryReceipt>() {
             let receipt: DeliveryReceipt = decode(&event)?;
-            chain
-                .receipts
+            self.receipts
                 .insert(receipt.output_event_id.clone(), (event, receipt));
         } else if event.is::<RunCompleted>() {
             let done: RunCompleted = decode(&event)?;
-            chain
-                .completions
+            self.completions
                 .entry(done.run_id.clone())
                 .or_default()
                 .push((event, done));
         } else if event.is::<JudgmentRecorded>() {
             // Commit order: a later judgment supersedes an earlier one.
             let judgment: JudgmentRecorded = decode(&event)?;
-            chain
-                .judgments
+            self.judgments
                 .insert(judgment.target_output_event_id.clone(), judgment);
         }
+        Ok(())
     }
-    Ok(chain)
 }
 
 /// The correction-target rules (docs/design.md §8) for one delivered output. Every
@@ -265,10 +281,11 @@ pub fn build(
         trigger.seq,
         spec.transcript_messages,
     )?;
+    let mut chains = chains_of(store, &messages)?;
     for (event, msg) in &messages {
         transcript.push(Turn::User(user_turn(event, msg)));
         evidence.push(event.id().clone());
-        let chain = chain_of(store, event.id())?;
+        let chain = chains.remove(event.id()).unwrap_or_default();
         let mut delivered: Vec<_> = chain
             .outputs
             .iter()

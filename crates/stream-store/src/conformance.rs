@@ -376,6 +376,28 @@ pub fn reads_by_id_source_type_root_and_parent(store: &dyn Store) {
         ids(EventQuery::source_before(&b, 9).limit(1)),
         [grandchild.id.clone()]
     );
+    // Several roots in one read, in commit order across them; an empty
+    // list matches nothing.
+    let mut other_child = event("test:b", "other-child", json!("o"));
+    other_child.root = Some(grandchild.id.clone());
+    other_child.parent = Some(grandchild.id.clone());
+    append(store, &other_child);
+    assert_eq!(
+        ids(EventQuery::rooted_at_any(vec![
+            grandchild.id.clone(),
+            root.id.clone()
+        ])),
+        [
+            child.id.clone(),
+            grandchild.id.clone(),
+            other_child.id.clone()
+        ]
+    );
+    assert_eq!(
+        ids(EventQuery::rooted_at_any(vec![grandchild.id.clone()])),
+        [other_child.id.clone()]
+    );
+    assert!(ids(EventQuery::rooted_at_any(Vec::new())).is_empty());
     let newest_first = EventQuery {
         descending: true,
         ..EventQuery::rooted_at(&root.id)

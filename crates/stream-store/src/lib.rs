@@ -192,8 +192,9 @@ pub struct EventQuery {
     pub descending: bool,
     /// Only this type (without version).
     pub event_type: Option<String>,
-    /// Only events with this root.
-    pub root: Option<EventId>,
+    /// Only events whose root is one of these (`None`: any root; an empty
+    /// list matches nothing).
+    pub roots: Option<Vec<EventId>>,
     /// At most this many.
     pub limit: Option<usize>,
 }
@@ -235,8 +236,14 @@ impl EventQuery {
 
     /// Events whose root is `root`.
     pub fn rooted_at(root: &EventId) -> Self {
+        Self::rooted_at_any(vec![root.clone()])
+    }
+
+    /// Events whose root is one of `roots`, in commit order: the trees of
+    /// several roots in one read.
+    pub fn rooted_at_any(roots: Vec<EventId>) -> Self {
         Self {
-            root: Some(root.clone()),
+            roots: Some(roots),
             ..Self::default()
         }
     }

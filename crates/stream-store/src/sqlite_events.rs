@@ -3,9 +3,12 @@
 //! blob its snapshots name too (schema 11), and spliced back on read; its
 //! source and type are codes into `names` (schema 12).
 
+use std::rc::Rc;
 use std::sync::LazyLock;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::types::Value;
+use rusqlite::vtab::array::Array;
+use rusqlite::{Connection, OptionalExtension, ToSql, params};
 use stream_core::{
     Authorship, EventId, NewEvent, Sha256Hex, SourceName, StoredEvent, canon::sha256, parts,
 };
@@ -174,28 +177,39 @@ pub(crate) fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEv
 }
 
 /// The query `read_events` runs for `q`, and its parameters.
-pub(crate) fn query_sql(
-    q: &EventQuery,
-) -> Result<(String, Vec<rusqlite::types::Value>), StoreError> {
+pub(crate) fn query_sql(q: &EventQuery) -> Result<(String, Vec<Box<dyn ToSql>>), StoreError> {
     let mut sql = SELECT_EVENTS.clone();
-    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    let mut args: Vec<Box<dyn ToSql>> = Vec::new();
     if let Some(source) = &q.source {
-        args.push(source.as_str().to_owned().into());
+        args.push(Box::new(source.as_str().to_owned()));
         sql.push_str(&format!(" AND e.source = {}", code_of(args.len())));
-        args.push(to_i64(q.after_seq)?.into());
+        args.push(Box::new(to_i64(q.after_seq)?));
         sql.push_str(&format!(" AND e.seq > ?{}", args.len()));
         if let Some(before) = q.before_seq {
-            args.push(to_i64(before)?.into());
+            args.push(Box::new(to_i64(before)?));
             sql.push_str(&format!(" AND e.seq < ?{}", args.len()));
         }
     }
     if let Some(ty) = &q.event_type {
-        args.push(ty.clone().into());
+        args.push(Box::new(ty.clone()));
         sql.push_str(&format!(" AND e.type = {}", code_of(args.len())));
     }
-    if let Some(root) = &q.root {
-        args.push(root.to_bytes().to_vec().into());
-        sql.push_str(&format!(" AND e.root = ?{}", args.len()));
+    match q.roots.as_deref() {
+        None => {}
+        Some([root]) => {
+            args.push(Box::new(root.to_bytes().to_vec()));
+            sql.push_str(&format!(" AND e.root = ?{}", args.len()));
+        }
+        Some(roots) => {
+            let keys: Array = Rc::new(
+                roots
+                    .iter()
+                    .map(|root| Value::Blob(root.to_bytes().to_vec()))
+                    .collect(),
+            );
+            args.push(Box::new(keys));
+            sql.push_str(&format!(" AND e.root IN rarray(?{})", args.len()));
+        }
     }
     sql.push_str(if q.source.is_some() {
         " ORDER BY e.seq"
@@ -206,7 +220,7 @@ pub(crate) fn query_sql(
         sql.push_str(" DESC");
     }
     if let Some(limit) = q.limit {
-        args.push(to_i64(limit as u64)?.into());
+        args.push(Box::new(to_i64(limit as u64)?));
         sql.push_str(&format!(" LIMIT ?{}", args.len()));
     }
     Ok((sql, args))

@@ -48,6 +48,26 @@ fn transcript_holds_owner_messages_and_delivered_replies_in_order() {
     assert_eq!(targets(&s), [r1.output.clone()]);
 }
 
+/// The chains of the whole transcript are one read, not one per message: a
+/// build's queries do not grow with the transcript.
+#[test]
+fn the_transcript_s_chains_are_read_in_one_query() {
+    let mut fx = Fixture::new();
+    let mut replies = Vec::new();
+    for i in 0..12 {
+        let m = fx.message(&format!("message {i}"));
+        replies.push(fx.reply(&m, &format!("reply {i}")).output);
+    }
+    let now = fx.message("now");
+    let reads = CountingReads::new(&fx.store);
+    let s = build(&reads, &spec(&all_kinds()), &run_for(&now), &now).unwrap();
+    // Twelve exchanges, every reply a target: each chain was read.
+    assert_eq!(s.transcript.len(), 24);
+    assert_eq!(targets(&s), replies);
+    // One page of recent messages, one read of their chains.
+    assert_eq!(reads.event_queries.get(), 2);
+}
+
 #[test]
 fn effective_text_is_the_latest_judgment() {
     let mut fx = Fixture::new();

@@ -117,8 +117,10 @@ pub(crate) fn read_events(c: &mut Conn, q: &EventQuery) -> Result<Vec<StoredEven
     if let Some(ty) = &q.event_type {
         arg(&mut sql, "type =", Box::new(ty.clone()));
     }
-    if let Some(root) = &q.root {
-        arg(&mut sql, "root =", Box::new(root.as_str().to_owned()));
+    if let Some(roots) = &q.roots {
+        let roots: Vec<String> = roots.iter().map(|r| r.as_str().to_owned()).collect();
+        arg(&mut sql, "root = ANY(", Box::new(roots));
+        sql.push(')');
     }
     sql.push_str(if q.source.is_some() {
         " ORDER BY seq"
