@@ -2,7 +2,7 @@
 //! on `telegram:<bot-id>`, committed before the update is acknowledged.
 //!
 //! [`Ingress::handle_update`] admits, downloads the photo (outside any
-//! transaction), hashes it once on the commit's blocking thread (the digest
+//! transaction), hashes it once on the thread that runs the commit (the digest
 //! names it in the event and keys its blob), then commits in one
 //! transaction: the blob, the event, and — in polling mode — the next
 //! `getUpdates` offset. A dropped update commits
@@ -380,7 +380,7 @@ impl Ingress {
     }
 
     /// One transaction: state check, blob, event, offset; the message's
-    /// event is built (its photo hashed) on the same blocking thread first,
+    /// event is built (its photo hashed) on the thread that runs it first,
     /// before the write lock is taken.
     async fn commit(
         &self,
