@@ -5,10 +5,10 @@
 //! On a multi-threaded runtime the work runs on the calling thread through
 //! [`tokio::task::block_in_place`]: the runtime hands the thread's other
 //! tasks to another thread, and the caller does not wait for a pool thread
-//! to wake up first. On this 2-vCPU VM that wake-up cost 0.15 ms before the
-//! update's commit on every message (docs/performance.md). Elsewhere (a
-//! current-thread runtime, where that is impossible) the work goes to the
-//! blocking pool with [`tokio::task::spawn_blocking`].
+//! to wake up first. On the 2-vCPU development VM that wake-up cost 0.15 ms
+//! before the update's commit on every message (docs/performance.md).
+//! Elsewhere (a current-thread runtime, where that is impossible) the work
+//! goes to the blocking pool with [`tokio::task::spawn_blocking`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
