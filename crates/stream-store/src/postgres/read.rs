@@ -119,8 +119,8 @@ pub(crate) fn read_events(c: &mut Conn, q: &EventQuery) -> Result<Vec<StoredEven
     }
     if let Some(roots) = &q.roots {
         let roots: Vec<String> = roots.iter().map(|r| r.as_str().to_owned()).collect();
-        arg(&mut sql, "root = ANY(", Box::new(roots));
-        sql.push(')');
+        args.push(Box::new(roots));
+        sql.push_str(&format!(" AND root = ANY(${})", args.len()));
     }
     sql.push_str(if q.source.is_some() {
         " ORDER BY seq"
