@@ -6,9 +6,16 @@
 /// to `$inner` (an expression over the binding `$s`, which is `self`):
 /// `delegate_read!([S: Store] Wrapper<S>, s => s.inner);`. A new `Read`
 /// method is then added here once, not in every wrapper.
+///
+/// A wrapper that watches event queries (a test counting them) gives
+/// `events` its own body, over `$s` and the query `$q`:
+/// `delegate_read!([] Counting, s => s.inner, events(q) => { …; s.inner.events(q) });`.
 #[macro_export]
 macro_rules! delegate_read {
     ([$($generics:tt)*] $t:ty, $s:ident => $inner:expr) => {
+        $crate::delegate_read!([$($generics)*] $t, $s => $inner, events(q) => $inner.events(q));
+    };
+    ([$($generics:tt)*] $t:ty, $s:ident => $inner:expr, events($q:ident) => $events:expr) => {
         impl<$($generics)*> $crate::Read for $t {
             fn event(
                 &self,
@@ -19,10 +26,10 @@ macro_rules! delegate_read {
             }
             fn events(
                 &self,
-                q: &$crate::EventQuery,
+                $q: &$crate::EventQuery,
             ) -> Result<Vec<$crate::__private::stream_core::StoredEvent>, $crate::StoreError> {
                 let $s = self;
-                $inner.events(q)
+                $events
             }
             fn source_head(&self, source: &$crate::__private::stream_core::SourceName) -> Result<u64, $crate::StoreError> {
                 let $s = self;

@@ -194,22 +194,15 @@ pub(crate) fn query_sql(q: &EventQuery) -> Result<(String, Vec<Box<dyn ToSql>>),
         args.push(Box::new(ty.clone()));
         sql.push_str(&format!(" AND e.type = {}", code_of(args.len())));
     }
-    match q.roots.as_deref() {
-        None => {}
-        Some([root]) => {
-            args.push(Box::new(root.to_bytes().to_vec()));
-            sql.push_str(&format!(" AND e.root = ?{}", args.len()));
-        }
-        Some(roots) => {
-            let keys: Array = Rc::new(
-                roots
-                    .iter()
-                    .map(|root| Value::Blob(root.to_bytes().to_vec()))
-                    .collect(),
-            );
-            args.push(Box::new(keys));
-            sql.push_str(&format!(" AND e.root IN rarray(?{})", args.len()));
-        }
+    if let Some(roots) = &q.roots {
+        let keys: Array = Rc::new(
+            roots
+                .iter()
+                .map(|root| Value::Blob(root.to_bytes().to_vec()))
+                .collect(),
+        );
+        args.push(Box::new(keys));
+        sql.push_str(&format!(" AND e.root IN rarray(?{})", args.len()));
     }
     sql.push_str(if q.source.is_some() {
         " ORDER BY e.seq"

@@ -296,57 +296,7 @@ impl<'a> CountingReads<'a> {
     }
 }
 
-impl Read for CountingReads<'_> {
-    fn event(&self, id: &EventId) -> Result<Option<StoredEvent>, stream_store::StoreError> {
-        self.inner.event(id)
-    }
-    fn events(
-        &self,
-        q: &stream_store::EventQuery,
-    ) -> Result<Vec<StoredEvent>, stream_store::StoreError> {
-        self.event_queries.set(self.event_queries.get() + 1);
-        self.inner.events(q)
-    }
-    fn source_head(&self, source: &SourceName) -> Result<u64, stream_store::StoreError> {
-        self.inner.source_head(source)
-    }
-    fn sources(&self) -> Result<Vec<SourceName>, stream_store::StoreError> {
-        self.inner.sources()
-    }
-    fn run(&self, id: &RunId) -> Result<Option<RunRow>, stream_store::StoreError> {
-        self.inner.run(id)
-    }
-    fn runs_with_status(&self, status: RunStatus) -> Result<Vec<RunRow>, stream_store::StoreError> {
-        self.inner.runs_with_status(status)
-    }
-    fn progress(&self, consumer: &str) -> Result<Option<Progress>, stream_store::StoreError> {
-        self.inner.progress(consumer)
-    }
-    fn control(&self, key: &str) -> Result<Option<serde_json::Value>, stream_store::StoreError> {
-        self.inner.control(key)
-    }
-    fn document(
-        &self,
-        id: &DocumentId,
-    ) -> Result<Option<stream_store::DocumentRow>, stream_store::StoreError> {
-        self.inner.document(id)
-    }
-    fn documents(
-        &self,
-        source: &SourceName,
-    ) -> Result<Vec<stream_store::DocumentRow>, stream_store::StoreError> {
-        self.inner.documents(source)
-    }
-    fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, stream_store::StoreError> {
-        self.inner.version(id)
-    }
-    fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, stream_store::StoreError> {
-        self.inner.blob(sha256)
-    }
-    fn snapshot(
-        &self,
-        id: &SnapshotId,
-    ) -> Result<Option<stream_store::SnapshotBytes>, stream_store::StoreError> {
-        self.inner.snapshot(id)
-    }
-}
+stream_store::delegate_read!([] CountingReads<'_>, s => s.inner, events(q) => {
+    s.event_queries.set(s.event_queries.get() + 1);
+    s.inner.events(q)
+});
