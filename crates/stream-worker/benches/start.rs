@@ -12,13 +12,14 @@
 //! - the worker binary spawned with stdin at EOF: dynamic loading, the
 //!   sandbox, `hello`, the warm-up, the failed read and exit (everything
 //!   but the attempt itself);
-//! - in a fresh process, the first compile of the three proposal-tool
-//!   schemas and a second compile of the same schemas: the difference is
-//!   what every worker pays once (the JSON Schema 2020-12 meta-schema's
-//!   validator is built on first use);
-//! - one attempt's work in a warm process: the canned packet checked with
-//!   its schemas compiled ahead, the request built and encoded, the canned
-//!   response evaluated and the result encoded;
+//! - in a fresh process, the worker's canned exchange
+//!   ([`stream_worker::canned_exchange`]) compiling its three tool schemas,
+//!   the first time and the second: the difference is what every worker
+//!   pays once (the JSON Schema 2020-12 meta-schema's validator is built on
+//!   first use);
+//! - one attempt's work in a warm process: the same exchange with the
+//!   schemas compiled ahead (the packet parsed and checked, the request
+//!   built and encoded, the response judged and the result encoded);
 //! - a child forked from this warmed process doing that work and exiting:
 //!   its CPU (`wait4`), the parent's CPU for the fork and the reap, and the
 //!   wall time from the fork to the reap. The child runs without the
@@ -32,39 +33,20 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stream_protocol::{BrokerResponse, Packet, WorkerFrame};
-use stream_worker::validate::{Compiled, PreparedPacket, evaluate_response};
+use stream_worker::canned_exchange;
+use stream_worker::validate::Compiled;
 
-/// The canned exchange the worker's warm-up runs (its test holds the
-/// packet's tools to the ones the parent sends).
-const PACKET: &str = include_str!("../src/warm_packet.json");
-const RESPONSE: &str = include_str!("../src/warm_response.json");
-
-/// Run in a fresh copy of this binary: time two compiles, print both.
+/// Run in a fresh copy of this binary: time the canned exchange twice,
+/// compiling its schemas each time, and print both.
 const COMPILE_TWICE: &str = "--compile-twice";
 
-fn packet() -> Packet {
-    serde_json::from_str(PACKET).unwrap()
-}
-
-/// One attempt's work, with the schemas compiled ahead taken from `compiled`
-/// and handed back for the next round.
-fn exchange(packet: &Packet, compiled: &mut Compiled) -> usize {
-    let prepared = PreparedPacket::reusing(packet, compiled).unwrap();
-    let request = stream_provider::build_request(packet).unwrap();
-    let sent = serde_json::to_vec(&request).unwrap().len();
-    let result = evaluate_response(
-        &prepared,
-        &BrokerResponse {
-            status: 200,
-            body: RESPONSE.to_owned(),
-        },
-    );
-    let returned = serde_json::to_vec(&WorkerFrame::Result(result))
-        .unwrap()
-        .len();
-    *compiled = prepared.into_compiled();
-    sent + returned
+/// The worker's canned exchange with `compiled` (see
+/// [`canned_exchange`]); panics unless it completed, so that a broken
+/// exchange is never timed as a fast one.
+fn exchange(compiled: Compiled) -> Compiled {
+    let compiled = canned_exchange(compiled);
+    assert!(!compiled.is_empty(), "the canned exchange did not complete");
+    compiled
 }
 
 fn cpu(usage: &libc::rusage) -> Duration {
@@ -82,14 +64,21 @@ fn own_cpu() -> Duration {
     cpu(&usage)
 }
 
-/// Waits for `pid`, our child; returns its CPU time.
-fn reap(pid: libc::pid_t) -> Duration {
+/// Waits for `pid`, our child; returns its CPU time. Panics unless it
+/// exited with `expected_code` (`None`: any way).
+fn reap(pid: libc::pid_t, expected_code: Option<i32>) -> Duration {
     let mut status = 0;
     // SAFETY: a zeroed rusage is a valid out-parameter.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: pointers to live locals; `pid` is our child.
     let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(got, pid, "wait4");
+    if let Some(code) = expected_code {
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == code,
+            "child status {status:#x}"
+        );
+    }
     cpu(&usage)
 }
 
@@ -105,22 +94,20 @@ fn spawn_and_reap(program: &str, args: &[&str]) -> (Duration, Duration) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let cpu = reap(child.id() as libc::pid_t);
+    let cpu = reap(child.id() as libc::pid_t, None);
     // Reaped above: dropping a `Child` neither waits nor kills.
     drop(child);
     (cpu, start.elapsed())
 }
 
-/// The first and second compile of the tool schemas in this (fresh)
-/// process, in microseconds, printed for the parent.
+/// The canned exchange, compiling its schemas, the first and the second
+/// time in this (fresh) process, in microseconds, printed for the parent.
 fn compile_twice() {
-    let packet = packet();
     let mut times = Vec::new();
     for _ in 0..2 {
         let start = Instant::now();
-        let prepared = PreparedPacket::new(&packet).unwrap();
+        exchange(Compiled::none());
         times.push(start.elapsed().as_micros());
-        assert_eq!(prepared.into_compiled().len(), packet.tools.len());
     }
     println!("{} {}", times[0], times[1]);
 }
@@ -159,9 +146,7 @@ fn main() {
 
     // Warm this process as a spare worker is warmed: schemas compiled, the
     // exchange's paths run once.
-    let packet = packet();
-    let mut compiled = PreparedPacket::new(&packet).unwrap().into_compiled();
-    std::hint::black_box(exchange(&packet, &mut compiled));
+    let mut compiled = exchange(Compiled::none());
     assert!(single_threaded(), "fork needs a single-threaded process");
 
     let (mut true_cpu, mut true_wall) = (Vec::new(), Vec::new());
@@ -185,7 +170,7 @@ fn main() {
             .collect();
 
         let start = Instant::now();
-        std::hint::black_box(exchange(&packet, &mut compiled));
+        compiled = exchange(compiled);
         let in_process = start.elapsed();
 
         let before = own_cpu();
@@ -195,12 +180,12 @@ fn main() {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork");
         if pid == 0 {
-            std::hint::black_box(exchange(&packet, &mut compiled));
+            let done = canned_exchange(std::mem::take(&mut compiled));
             // SAFETY: ends the child without running the parent's exit
-            // handlers or destructors.
-            unsafe { libc::_exit(0) };
+            // handlers or destructors; its status says whether it completed.
+            unsafe { libc::_exit(i32::from(done.is_empty())) };
         }
-        let child = reap(pid);
+        let child = reap(pid, Some(0));
         let forked_wall = start.elapsed();
         let parent = own_cpu().saturating_sub(before);
 
@@ -243,7 +228,7 @@ fn main() {
     );
     println!(
         "{:<52} first {:>6.3} ms, second {:>6.3} ms",
-        "tool schemas compiled in a fresh process",
+        "exchange compiling its schemas, fresh process",
         ms(median(first)),
         ms(median(second))
     );

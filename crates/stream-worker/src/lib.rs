@@ -26,6 +26,7 @@ pub mod validate;
 mod warm;
 
 pub use run::{WorkerFailure, report_failure, serve, serve_then};
+pub use warm::canned_exchange;
 
 use std::io::Write as _;
 use std::process::ExitCode;
