@@ -2,7 +2,8 @@
 //! an instant scripted provider on loopback, against a bare spawn of a static
 //! trivial binary measured in the same run; the same attempt taking a warm
 //! spare worker (`keep_spare`, as `serve` runs: the spare is ready after the
-//! idle gap between attempts); and the worker's peak RSS. Also
+//! idle gap between attempts); the same attempt with a worker forked by the
+//! fork server (`fork_server`, no spare); and the worker's peak RSS. Also
 //! the worker's spawn to its hello, executed by path and from the sealed
 //! in-memory image the broker uses, interleaved in the same run.
 //!
@@ -90,11 +91,16 @@ fn main() {
             memory_args("bench"),
         )],
     });
-    let provider = ScriptedProvider::start(vec![reply.clone(); 2 * runs + 10]).unwrap();
+    let provider = ScriptedProvider::start(vec![reply.clone(); 3 * runs + 10]).unwrap();
     let config = BrokerConfig::new(worker.clone(), provider.base_url(api), KEY_ENV.into());
     let broker = Broker::new(config.clone()).unwrap();
     let spared = Broker::new(BrokerConfig {
         keep_spare: true,
+        ..config.clone()
+    })
+    .unwrap();
+    let forked = Broker::new(BrokerConfig {
+        fork_server: true,
         ..config
     })
     .unwrap();
@@ -114,12 +120,14 @@ fn main() {
         runtime.block_on(broker.run_attempt(&p)).unwrap();
         spared.spare_pid(idle).unwrap();
         runtime.block_on(spared.run_attempt(&p)).unwrap();
+        runtime.block_on(forked.run_attempt(&p)).unwrap();
     }
 
     let mut bare = Vec::with_capacity(runs);
     let mut bin_true = Vec::with_capacity(runs);
     let mut attempts = Vec::with_capacity(runs);
     let mut warm = Vec::with_capacity(runs);
+    let mut fork = Vec::with_capacity(runs);
     let mut rss = Vec::with_capacity(runs);
     for _ in 0..runs {
         // Interleaved, so both see the same machine conditions.
@@ -155,6 +163,11 @@ fn main() {
         let report = runtime.block_on(spared.run_attempt(&p)).unwrap();
         warm.push(t.elapsed());
         assert!(matches!(report.result, WorkerResult::Completed(_)));
+
+        let t = Instant::now();
+        let report = runtime.block_on(forked.run_attempt(&p)).unwrap();
+        fork.push(t.elapsed());
+        assert!(matches!(report.result, WorkerResult::Completed(_)));
     }
     rss.sort_unstable();
     let bare_median = median(bare);
@@ -186,6 +199,20 @@ fn main() {
         "ratio warm-spare attempt / bare spawn: {:.1}x",
         warm_median.as_secs_f64() / bare_median.as_secs_f64()
     );
+    let fork_median = median(fork);
+    println!(
+        "attempt with a forked worker (fork + narrowing + hello + warm-up + packet + request check + loopback HTTP + result + exit): median {:.3} ms",
+        fork_median.as_secs_f64() * 1e3
+    );
+    println!(
+        "ratio forked attempt / bare spawn: {:.1}x",
+        fork_median.as_secs_f64() / bare_median.as_secs_f64()
+    );
+    println!(
+        "workers forked by the forking broker: {} for {} attempts",
+        forked.workers_forked(),
+        runs + 3
+    );
     println!(
         "workers spawned by the spare broker: {} for {} attempts (+1 parked)",
         spared.workers_spawned(),
@@ -198,7 +225,7 @@ fn main() {
     );
     assert_eq!(
         provider.requests().len(),
-        2 * (runs + 3),
+        3 * (runs + 3),
         "one provider request per attempt"
     );
 

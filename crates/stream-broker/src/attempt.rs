@@ -16,6 +16,7 @@ use stream_sandbox::{
     ChildIoError, Ended, Ending, Enforcement, NotEnforced, WorkerChild, WorkerImage,
 };
 
+use crate::forks::Forks;
 use crate::http::{self, Secret};
 use crate::{ALLOW_UNENFORCED_FLAG, Broker, BrokerConfig, Refill};
 
@@ -332,19 +333,24 @@ impl Session {
     }
 }
 
-/// Spawns the sealed worker, reads its hello and verifies its sandbox report
-/// (the one home of that check, for an inline spawn and a spare alike):
+/// Forks (with [`BrokerConfig::fork_server`]) or spawns the sealed worker,
+/// reads its hello and verifies its sandbox report (the one home of that
+/// check, for an inline worker and a spare, forked or spawned, alike):
 /// nothing is ever sent to a worker this has not accepted.
 pub(crate) fn launch(
     config: &BrokerConfig,
     worker: &WorkerImage,
+    forks: &Forks,
 ) -> Result<(Session, Enforcement), AttemptError> {
     let args: Vec<&std::ffi::OsStr> = if config.allow_unenforced {
         vec![ALLOW_UNENFORCED_FLAG.as_ref()]
     } else {
         vec![]
     };
-    let child = stream_sandbox::spawn_image(worker, &args, &config.spawn)?;
+    let child = match forks.child(worker, &args, &config.spawn) {
+        Some(child) => child,
+        None => stream_sandbox::spawn_image(worker, &args, &config.spawn)?,
+    };
     let mut session = Session::new(child, config);
     let hello = match session.read(Stage::Hello)? {
         WorkerFrame::Hello(hello) => hello,

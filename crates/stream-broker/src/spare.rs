@@ -24,6 +24,7 @@ use stream_sandbox::{Enforcement, ParkedWorker, WorkerImage};
 
 use crate::BrokerConfig;
 use crate::attempt::{self, AttemptError, Session};
+use crate::forks::Forks;
 
 /// The sealed image, the config, and the optional spare slot.
 pub(crate) struct Workers {
@@ -35,6 +36,7 @@ struct Shared {
     config: BrokerConfig,
     image: WorkerImage,
     spawned: AtomicU64,
+    forks: Forks,
     slot: Mutex<Slot>,
     changed: Condvar,
 }
@@ -56,7 +58,7 @@ impl Shared {
 
     fn launch(&self) -> Result<(Session, Enforcement), AttemptError> {
         self.spawned.fetch_add(1, Ordering::SeqCst);
-        attempt::launch(&self.config, &self.image)
+        attempt::launch(&self.config, &self.image, &self.forks)
     }
 }
 
@@ -65,6 +67,7 @@ impl std::fmt::Debug for Workers {
         f.debug_struct("Workers")
             .field("image_len", &self.shared.image.len())
             .field("spawned", &self.shared.spawned.load(Ordering::SeqCst))
+            .field("forked", &self.shared.forks.forked())
             .field("keep_spare", &self.shared.config.keep_spare)
             .finish()
     }
@@ -75,10 +78,12 @@ impl Workers {
     /// config keeps a spare.
     pub(crate) fn new(config: BrokerConfig, image: WorkerImage) -> Self {
         let keep_spare = config.keep_spare;
+        let forks = Forks::new(&config);
         let shared = Arc::new(Shared {
             config,
             image,
             spawned: AtomicU64::new(0),
+            forks,
             slot: Mutex::new(Slot {
                 wanted: keep_spare,
                 ..Slot::default()
@@ -100,9 +105,19 @@ impl Workers {
         Self { shared, filler }
     }
 
-    /// Workers spawned so far (spares and inline).
+    /// Workers made so far, forked or spawned (spares and inline).
     pub(crate) fn spawned(&self) -> u64 {
         self.shared.spawned.load(Ordering::SeqCst)
+    }
+
+    /// Of those, the workers forked by the fork server.
+    pub(crate) fn forked(&self) -> u64 {
+        self.shared.forks.forked()
+    }
+
+    /// The fork server's pid, while one runs.
+    pub(crate) fn fork_server_pid(&self) -> Option<i32> {
+        self.shared.forks.server_pid()
     }
 
     /// A verified worker for one attempt: the spare when one is parked (or

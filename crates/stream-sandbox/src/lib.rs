@@ -19,6 +19,11 @@
 //!   in memory once so that the worker executed is the worker hashed;
 //!   [`WorkerChild::park`] stops a spare's wall clock until one attempt
 //!   takes it ([`ParkedWorker::resume`] restarts it in full).
+//! - **Fork server** ([`fork`]): [`enter_fork_server`] and
+//!   [`fork::serve_forks`] on the worker side, [`ForkServer`] on the
+//!   parent's. Each child is the parent's own and narrows itself to a
+//!   worker's sandbox before it reads anything, so a forked worker is
+//!   supervised and verified exactly as a spawned one.
 //!
 //! Read [`enter`], [`Enforcement`] and [`WorkerChild`] first. The stages and
 //! why they come in this order are documented on [`enter`].
@@ -34,6 +39,7 @@ compile_error!("stream-sandbox supports Linux only");
 
 mod enforcement;
 mod enter;
+pub mod fork;
 mod image;
 mod park;
 mod policy;
@@ -44,7 +50,8 @@ pub use enforcement::{
     Enforcement, FdReport, LandlockReport, LandlockStatus, Missing, NamespaceReport, NotEnforced,
     RlimitReport, SeccompArch, SeccompReport, SeccompStatus, verify,
 };
-pub use enter::{SandboxError, enter};
+pub use enter::{SandboxError, enter, enter_fork_server};
+pub use fork::ForkServer;
 pub use image::{ImageError, WorkerImage};
 pub use park::{ParkedEnded, ParkedWorker};
 pub use policy::Policy;

@@ -260,7 +260,7 @@ impl std::fmt::Debug for WorkerChild {
 /// another thread opens without close-on-exec between this mark and the
 /// spawn would reach the worker, whose sandbox entry closes every
 /// descriptor from 3 up before it reads anything and reports how many.
-fn inherit_only_stdio() -> Result<(), SpawnError> {
+pub(crate) fn inherit_only_stdio() -> Result<(), SpawnError> {
     sys::close_range_from(3, libc::CLOSE_RANGE_CLOEXEC).map_err(|errno| SpawnError::Start { errno })
 }
 
@@ -317,40 +317,65 @@ fn start(
 
     // Until the pidfd exists, a failure kills through std (the child is
     // unreaped, so its pid cannot have been reused).
-    let fail = |child: &mut std::process::Child, what: &'static str, errno: i32| {
-        let _ = child.kill();
-        let _ = child.wait();
-        SpawnError::Supervise { what, errno }
-    };
     let pidfd = match sys::pidfd_open(pid) {
         Ok(fd) => fd,
-        Err(errno) => return Err(fail(&mut child, "pidfd_open", errno)),
+        Err(errno) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(SpawnError::Supervise {
+                what: "pidfd_open",
+                errno,
+            });
+        }
     };
-    let killer = Arc::new(Killer {
-        pidfd,
-        reason: AtomicU8::new(NO_KILL),
-    });
-    let deadline = started + limits.wall_clock;
-
-    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        killer.kill(KillReason::Parent);
+    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let (Some(stdin), Some(stdout), stderr) = pipes else {
+        let _ = sys::pidfd_kill(pidfd.as_fd());
         let _ = child.wait();
         return Err(SpawnError::Pipe {
             which: "stdin/stdout",
         });
     };
+    supervise(started, pid, pidfd, (stdin, stdout, stderr), limits).inspect_err(|_| {
+        let _ = child.wait();
+    })
+}
+
+/// A started child's pipes: stdin, stdout, and stderr when captured.
+pub(crate) type Pipes = (ChildStdin, ChildStdout, Option<ChildStderr>);
+
+/// Supervision of a started, unreaped child (spawned, or forked by a
+/// [`crate::ForkServer`]): its stdin and stdout non-blocking, its stderr
+/// read and capped, its watchdog armed at `started + limits.wall_clock`.
+/// On `Err` the child has been killed; the caller reaps it.
+pub(crate) fn supervise(
+    started: Instant,
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    (stdin, stdout, stderr): Pipes,
+    limits: &SpawnLimits,
+) -> Result<WorkerChild, SpawnError> {
+    let killer = Arc::new(Killer {
+        pidfd,
+        reason: AtomicU8::new(NO_KILL),
+    });
+    let fail = |what: &'static str, errno: i32| {
+        killer.kill(KillReason::Parent);
+        SpawnError::Supervise { what, errno }
+    };
+    let deadline = started + limits.wall_clock;
     for fd in [stdin.as_fd(), stdout.as_fd()] {
         if let Err(errno) = sys::set_nonblocking(fd) {
-            return Err(fail(&mut child, "O_NONBLOCK", errno));
+            return Err(fail("O_NONBLOCK", errno));
         }
     }
 
-    let stderr = match limits.stderr {
-        StderrMode::Null => None,
-        StderrMode::Capture { cap } => match child.stderr.take() {
-            Some(pipe) => Some(start_stderr_reader(pipe, cap, killer.clone())),
-            None => return Err(fail(&mut child, "stderr pipe", 0)),
-        },
+    let stderr = match (limits.stderr, stderr) {
+        (StderrMode::Null, _) => None,
+        (StderrMode::Capture { cap }, Some(pipe)) => {
+            Some(start_stderr_reader(pipe, cap, killer.clone()))
+        }
+        (StderrMode::Capture { .. }, None) => return Err(fail("stderr pipe", 0)),
     };
 
     let (stop, stopped) = mpsc::channel::<Watch>();
@@ -360,13 +385,7 @@ fn start(
         .spawn(move || watch(&stopped, deadline, &dog_killer));
     let watchdog = match watchdog {
         Ok(handle) => handle,
-        Err(e) => {
-            return Err(fail(
-                &mut child,
-                "watchdog thread",
-                e.raw_os_error().unwrap_or(0),
-            ));
-        }
+        Err(e) => return Err(fail("watchdog thread", e.raw_os_error().unwrap_or(0))),
     };
 
     Ok(WorkerChild {

@@ -175,3 +175,178 @@ pub(crate) fn seal_all(fd: RawFd) -> Result<(), i32> {
     let rc = unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) };
     if rc == -1 { Err(errno()) } else { Ok(()) }
 }
+
+/// Bytes of ancillary data for [`FDS_PASSED`] descriptors.
+fn fd_control_space() -> usize {
+    let payload = u32::try_from(std::mem::size_of::<[RawFd; FDS_PASSED]>()).unwrap_or(u32::MAX);
+    // SAFETY: CMSG_SPACE is a pure computation on its argument.
+    usize::try_from(unsafe { libc::CMSG_SPACE(payload) }).unwrap_or(usize::MAX)
+}
+
+/// An iovec over `byte`.
+fn one_byte(byte: &mut [u8; 1]) -> libc::iovec {
+    libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    }
+}
+
+/// A message of one iovec and a control buffer. The pointers it holds are
+/// valid as long as `iov` and `control` are.
+fn message(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    msg
+}
+
+/// How many descriptors a fork server's child gets: stdin, stdout, stderr.
+pub(crate) const FDS_PASSED: usize = 3;
+
+/// `sendmsg` of one byte carrying `fds` (`SCM_RIGHTS`) on `sock`.
+pub(crate) fn send_fds(sock: BorrowedFd<'_>, fds: [RawFd; FDS_PASSED]) -> Result<(), i32> {
+    let mut byte = [b'f'];
+    let mut iov = one_byte(&mut byte);
+    let mut control = vec![0u8; fd_control_space()];
+    let msg = message(&mut iov, &mut control);
+    let payload = u32::try_from(std::mem::size_of_val(&fds)).unwrap_or(u32::MAX);
+    // SAFETY: the control buffer was sized by CMSG_SPACE for this payload, so
+    // it holds one header and the descriptors.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(libc::EINVAL);
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(payload) as _;
+        std::ptr::copy_nonoverlapping(
+            fds.as_ptr(),
+            libc::CMSG_DATA(cmsg).cast::<RawFd>(),
+            FDS_PASSED,
+        );
+    }
+    loop {
+        // SAFETY: a valid socket and a message whose buffers outlive the call.
+        let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        match rc {
+            1 => return Ok(()),
+            -1 if errno() == libc::EINTR => {}
+            -1 => return Err(errno()),
+            _ => return Err(libc::EIO),
+        }
+    }
+}
+
+/// `recvmsg` of one byte and exactly [`FDS_PASSED`] descriptors (marked
+/// close-on-exec) on `sock`; `Ok(None)` at end-of-file. Anything else that
+/// arrives is closed and is an error.
+pub(crate) fn recv_fds(sock: RawFd) -> Result<Option<[OwnedFd; FDS_PASSED]>, i32> {
+    let mut byte = [0u8; 1];
+    let mut iov = one_byte(&mut byte);
+    let mut control = vec![0u8; fd_control_space()];
+    let mut msg = message(&mut iov, &mut control);
+    let rc = loop {
+        // SAFETY: a message whose buffers outlive the call.
+        let rc = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if rc != -1 || errno() != libc::EINTR {
+            break rc;
+        }
+    };
+    if rc == -1 {
+        return Err(errno());
+    }
+    let mut received = Vec::new();
+    // SAFETY: the kernel filled the control buffer and set its length; each
+    // SCM_RIGHTS descriptor is new and ours alone.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let header = libc::CMSG_LEN(0) as usize;
+                let count = ((*cmsg).cmsg_len as usize).saturating_sub(header)
+                    / std::mem::size_of::<RawFd>();
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                for i in 0..count {
+                    received.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    if rc == 0 && received.is_empty() {
+        return Ok(None);
+    }
+    let truncated = msg.msg_flags & libc::MSG_CTRUNC != 0;
+    match <[OwnedFd; FDS_PASSED]>::try_from(received) {
+        Ok(fds) if rc == 1 && !truncated => Ok(Some(fds)),
+        Ok(_) | Err(_) => Err(libc::EPROTO),
+    }
+}
+
+/// Whether the process behind `pidfd` is a child of this process (ended or
+/// not): `waitid(P_PIDFD, …, WNOHANG | WNOWAIT)` reaps nothing and fails
+/// with `ECHILD` for any other process.
+pub(crate) fn is_our_child(pidfd: BorrowedFd<'_>) -> Result<bool, i32> {
+    // SAFETY: siginfo_t is plain old data; all-zero is a valid value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let id = libc::id_t::try_from(pidfd.as_raw_fd()).map_err(|_| libc::EBADF)?;
+    loop {
+        // SAFETY: a pointer to a live siginfo_t.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                id,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        match rc {
+            0 => return Ok(true),
+            _ if errno() == libc::ECHILD => return Ok(false),
+            _ if errno() == libc::EINTR => {}
+            _ => return Err(errno()),
+        }
+    }
+}
+
+/// `dup3(from, to, 0)`: `to` now names what `from` names, inheritable.
+pub(crate) fn dup_onto(from: RawFd, to: RawFd) -> Result<(), i32> {
+    // SAFETY: integer descriptors; dup3 closes `to` first if it is open.
+    if unsafe { libc::dup3(from, to, 0) } == to {
+        Ok(())
+    } else {
+        Err(errno())
+    }
+}
+
+/// A fork whose child is this process's parent's child (`CLONE_PARENT`),
+/// exiting with `SIGCHLD`: 0 in the child, its pid in the caller.
+///
+/// Only for a single-threaded caller. The raw `clone` skips libc's fork
+/// handlers; the child calls no libc function that depends on them.
+pub(crate) fn fork_sibling() -> Result<libc::pid_t, i32> {
+    let flags =
+        libc::c_ulong::try_from(libc::CLONE_PARENT | libc::SIGCHLD).map_err(|_| libc::EINVAL)?;
+    // SAFETY: without CLONE_VM the child gets its own copy of the address
+    // space; null stack and tid pointers mean fork semantics.
+    let rc = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    match libc::pid_t::try_from(rc) {
+        Ok(-1) | Err(_) => Err(errno()),
+        Ok(pid) => Ok(pid),
+    }
+}
+
+/// `pipe2(O_CLOEXEC)`: (read end, write end).
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), i32> {
+    let mut fds = [0; 2];
+    // SAFETY: a pointer to two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(errno());
+    }
+    // SAFETY: two new descriptors; we are their only owner.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}

@@ -10,7 +10,12 @@
 //! `second-request` (after the response), `double-request` (two requests
 //! back to back), `extra-after-result`, `transient-after-response` (reports
 //! `provider-transient` whatever the provider answered), `exit-1-after-result`
-//! (a real worker's valid result, then exit code 1).
+//! (a real worker's valid result, then exit code 1), `not-a-fork-server`
+//! (a real worker that, like an older build, refuses `--fork-server`).
+//!
+//! With `--fork-server` it is a fork server (`stream_sandbox::fork`) whose
+//! every child misbehaves in its mode, so the same violations are shown to
+//! be caught in forked workers.
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -49,44 +54,58 @@ fn main() -> ExitCode {
         .next()
         .and_then(|a| a.rsplit('/').next().map(str::to_owned))
         .unwrap_or_default();
-    let mut out = std::io::stdout().lock();
-    let report = if mode == "unsandboxed" {
-        // A worker that did not enforce anything but says so honestly.
-        let mut report = match stream_sandbox::enter(&stream_sandbox::Policy {
-            allow_unenforced: true,
-            ..stream_sandbox::Policy::default()
-        }) {
-            Ok(report) => report,
-            Err(_) => return ExitCode::FAILURE,
+    // A worker that did not enforce anything but says so honestly.
+    let policy = stream_sandbox::Policy {
+        allow_unenforced: mode == "unsandboxed",
+        ..stream_sandbox::Policy::default()
+    };
+    if std::env::args().skip(1).any(|a| a == "--fork-server") {
+        if mode == "not-a-fork-server" {
+            return ExitCode::from(2);
+        }
+        let Ok(server) = stream_sandbox::enter_fork_server(&policy) else {
+            return ExitCode::FAILURE;
         };
+        let served = stream_sandbox::fork::serve_forks(&policy, &server, |entered| {
+            entered.map_or(1, |report| misbehave(&mode, report))
+        });
+        return ExitCode::from(u8::from(served.is_err()));
+    }
+    match stream_sandbox::enter(&policy) {
+        Ok(report) => ExitCode::from(misbehave(&mode, report)),
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
+/// The mode's misbehaviour in a sandboxed process; the exit code.
+fn misbehave(mode: &str, mut report: stream_sandbox::Enforcement) -> u8 {
+    if mode == "unsandboxed" {
         report.seccomp.status = stream_sandbox::SeccompStatus::NotInstalled;
         report.landlock.status = stream_sandbox::LandlockStatus::NotEnforced;
-        report
-    } else {
-        match stream_sandbox::enter(&stream_sandbox::Policy::default()) {
-            Ok(report) => report,
-            Err(_) => return ExitCode::FAILURE,
-        }
-    };
+    }
+    let mut out = std::io::stdout().lock();
     let report = serde_json::to_value(&report).unwrap_or_default();
     if mode == "garbage-hello" {
         let _ = out.write_all(b"Hello, parent! This is not a frame.\n");
-        return ExitCode::FAILURE;
+        return 1;
     }
     let mut input = std::io::stdin().lock();
-    if mode == "exit-1-after-result" {
-        let _ = stream_worker::serve(&mut input, &mut out, report);
+    if mode == "exit-1-after-result" || mode == "not-a-fork-server" {
+        let served = stream_worker::serve(&mut input, &mut out, report);
         let _ = out.flush();
-        return ExitCode::FAILURE;
+        return match (mode, served) {
+            ("not-a-fork-server", Ok(())) => 0,
+            _ => 1,
+        };
     }
     send(&mut out, &hello(report));
     let Some(packet) = read_packet(&mut input) else {
-        return ExitCode::FAILURE;
+        return 1;
     };
     let Some(good) = request(&packet) else {
-        return ExitCode::FAILURE;
+        return 1;
     };
-    match mode.as_str() {
+    match mode {
         "garbage-request" => {
             let _ = out.write_all(b"{\"frame\": \"broker.request\", \"body\": \n");
         }
@@ -100,7 +119,7 @@ fn main() -> ExitCode {
             let mut body = match good {
                 WorkerFrame::BrokerRequest(r) => r.body,
                 WorkerFrame::Hello(_) | WorkerFrame::Result(_) | WorkerFrame::Error(_) => {
-                    return ExitCode::FAILURE;
+                    return 1;
                 }
             };
             if mode == "mismatch-model" {
@@ -123,7 +142,7 @@ fn main() -> ExitCode {
                 | stream_protocol::ProviderCompat::Vllm => stream_protocol::ProviderCompat::Openai,
             };
             let Some(frame) = request(&chosen) else {
-                return ExitCode::FAILURE;
+                return 1;
             };
             send(&mut out, &frame);
         }
@@ -165,10 +184,10 @@ fn main() -> ExitCode {
                 let _ = out.write_all(b"one more thing\n");
             }
         }
-        _ => return ExitCode::from(2),
+        _ => return 2,
     }
     let _ = out.flush();
-    ExitCode::SUCCESS
+    0
 }
 
 fn stream_core_reason() -> stream_core::payload::RunFailureReason {

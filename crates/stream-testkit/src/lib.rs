@@ -5,7 +5,8 @@
 //! binaries so end-to-end tests run them as a user would; and [`packets`], a
 //! realistic `stream.sandbox/1` packet with the three proposal tools; and
 //! [`raw`], the benches' unit: one raw fsync'd commit on a WAL in use;
-//! [`capture`], a writer readable through its clones (captured logs). The
+//! [`capture`], a writer readable through its clones (captured logs);
+//! [`procs`], a process's parent, start time and children from `/proc`. The
 //! loopback fakes ([`telegram`], [`provider`], [`stack`]) live in
 //! `stream-loopback`, which ships for `thestream demo`, and are re-exported
 //! here for tests.
@@ -19,6 +20,7 @@ pub mod bin;
 pub mod canary;
 pub mod capture;
 pub mod packets;
+pub mod procs;
 pub mod raw;
 
 pub use stream_loopback::{provider, stack, telegram};

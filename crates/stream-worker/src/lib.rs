@@ -10,6 +10,11 @@
 //! There is never a second request: a captured call is answered with a
 //! content-dark result carrying `terminate: true`.
 //!
+//! With [`FORK_SERVER_FLAG`] the binary is instead a fork server
+//! (`stream_sandbox::fork`): sandboxed and warmed once, it never reads a
+//! packet; each child it forks narrows itself to a worker's sandbox and
+//! then serves one attempt exactly as above.
+//!
 //! Read [`validate::validate_completion`] first: every capture rule of the
 //! tool rules (docs/design.md §9) is that one pure function.
 //!
@@ -21,6 +26,7 @@
 
 #![deny(missing_docs)]
 
+mod fork_server;
 mod run;
 pub mod validate;
 mod warm;
@@ -31,11 +37,15 @@ pub use warm::canned_exchange;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-/// The one command-line flag: the development switch. With it the worker
-/// runs even where Landlock or seccomp cannot be enforced, reporting so in its
-/// hello frame; the parent still refuses such a worker unless its own
-/// development switch is on. Never passed in production.
+/// The development switch. With it the worker runs even where Landlock or
+/// seccomp cannot be enforced, reporting so in its hello frame; the parent
+/// still refuses such a worker unless its own development switch is on.
+/// Never passed in production.
 pub const ALLOW_UNENFORCED_FLAG: &str = "--allow-unenforced-sandbox";
+
+/// Makes the binary a fork server for the parent
+/// (`stream_sandbox::ForkServer`) instead of a worker.
+pub const FORK_SERVER_FLAG: &str = "--fork-server";
 
 /// Exit code when the sandbox could not be entered.
 pub const EXIT_SANDBOX: u8 = 3;
@@ -53,9 +63,12 @@ pub fn run_main() -> ExitCode {
         let _ = std::io::stderr().write_all(b"thestream-worker: internal error\n");
     }));
     let mut allow_unenforced = false;
+    let mut fork_server = false;
     for arg in std::env::args_os().skip(1) {
         if arg == ALLOW_UNENFORCED_FLAG {
             allow_unenforced = true;
+        } else if arg == FORK_SERVER_FLAG {
+            fork_server = true;
         } else {
             let _ = std::io::stderr().write_all(b"thestream-worker: unknown argument\n");
             return ExitCode::from(EXIT_USAGE);
@@ -65,23 +78,38 @@ pub fn run_main() -> ExitCode {
         allow_unenforced,
         ..stream_sandbox::Policy::default()
     };
-    let entered = stream_sandbox::enter(&policy);
+    if fork_server {
+        return fork_server::main(&policy);
+    }
+    ExitCode::from(attempt(
+        stream_sandbox::enter(&policy),
+        validate::Compiled::none(),
+    ))
+}
+
+/// One attempt in a process that has entered its sandbox (or failed to):
+/// the exit code.
+fn attempt(
+    entered: Result<stream_sandbox::Enforcement, stream_sandbox::SandboxError>,
+    compiled: validate::Compiled,
+) -> u8 {
     let mut stdout = std::io::stdout().lock();
     let sandbox = match entered.map(|e| serde_json::to_value(&e)) {
         Ok(Ok(report)) => report,
         Ok(Err(_)) | Err(_) => {
             report_failure(&mut stdout, &WorkerFailure::Sandbox);
-            return ExitCode::from(EXIT_SANDBOX);
+            return EXIT_SANDBOX;
         }
     };
     let mut stdin = std::io::stdin().lock();
     // Exit as soon as the result is out, freeing nothing: the parent is
     // waiting for this exit (and its status) before it settles.
-    match serve_then(&mut stdin, &mut stdout, sandbox, || std::process::exit(0)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let sent = || std::process::exit(0);
+    match run::serve_warmed(&mut stdin, &mut stdout, sandbox, compiled, sent) {
+        Ok(()) => 0,
         Err(failure) => {
             report_failure(&mut stdout, &failure);
-            ExitCode::FAILURE
+            1
         }
     }
 }

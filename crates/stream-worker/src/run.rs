@@ -9,7 +9,7 @@ use stream_protocol::{
     WorkerFrame,
 };
 
-use crate::validate::{PacketError, PreparedPacket, evaluate_response};
+use crate::validate::{Compiled, PacketError, PreparedPacket, evaluate_response};
 
 /// Why an attempt ended without a result frame. Content-dark.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +80,18 @@ pub fn serve_then<R: BufRead, W: Write>(
     sandbox: serde_json::Value,
     sent: impl FnOnce(),
 ) -> Result<(), WorkerFailure> {
+    serve_warmed(input, output, sandbox, Compiled::none(), sent)
+}
+
+/// [`serve_then`] in a process that has already compiled some tool schemas
+/// (a fork server's child): the warm-up takes them instead of compiling.
+pub(crate) fn serve_warmed<R: BufRead, W: Write>(
+    input: &mut R,
+    output: &mut W,
+    sandbox: serde_json::Value,
+    compiled: Compiled,
+    sent: impl FnOnce(),
+) -> Result<(), WorkerFailure> {
     send(
         output,
         &WorkerFrame::Hello(Hello {
@@ -89,7 +101,7 @@ pub fn serve_then<R: BufRead, W: Write>(
         }),
     )?;
     // After hello: a spare parked by the parent does this while idle.
-    let mut compiled = crate::warm::warm_up();
+    let mut compiled = crate::warm::canned_exchange(compiled);
     let packet = match read_frame::<_, ParentFrame>(input, MAX_FRAME_BYTES)? {
         ParentFrame::Packet(packet) => packet,
         other @ ParentFrame::BrokerResponse(_) => {

@@ -51,6 +51,7 @@ fn setup() -> &'static Setup {
             "second-request",
             "double-request",
             "extra-after-result",
+            "not-a-fork-server",
         ] {
             std::os::unix::fs::symlink(&test_worker, modes.path().join(mode)).unwrap();
         }
@@ -96,4 +97,22 @@ pub fn attempt(config: BrokerConfig, packet: &Packet) -> Result<AttemptReport, A
         .build()
         .unwrap();
     runtime.block_on(broker.run_attempt(packet))
+}
+
+/// A provider answering "Hi." `replies` times.
+pub fn provider(replies: usize) -> ScriptedProvider {
+    use stream_testkit::provider::{Reply, ScriptedCompletion};
+    ScriptedProvider::start(vec![
+        Reply::completion(ScriptedCompletion::text("Hi."));
+        replies
+    ])
+    .unwrap()
+}
+
+/// A fresh current-thread runtime.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }

@@ -360,6 +360,10 @@ fn the_worker_flag_matches_the_brokers() {
         stream_broker::ALLOW_UNENFORCED_FLAG,
         stream_worker::ALLOW_UNENFORCED_FLAG
     );
+    assert_eq!(
+        stream_broker::FORK_SERVER_FLAG,
+        stream_worker::FORK_SERVER_FLAG
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@
 
 mod common;
 mod e2e;
+mod forked;
 mod leaks;
 mod misbehaving;
 mod selftest;

@@ -24,20 +24,23 @@ fn run(mode: &str, edit: impl FnOnce(&mut stream_broker::BrokerConfig)) -> (Atte
     (err, provider.requests().len())
 }
 
+/// Each mode of the test worker, the reason its attempt fails with, and
+/// how many requests reach the provider.
+pub const VIOLATIONS: [(&str, R, usize); 9] = [
+    ("garbage-hello", R::WorkerFailed, 0),
+    ("unsandboxed", R::SandboxNotEnforced, 0),
+    ("garbage-request", R::WorkerFailed, 0),
+    ("result-before-request", R::WorkerFailed, 0),
+    ("mismatch-model", R::RequestMismatch, 0),
+    ("mismatch-tool-choice", R::RequestMismatch, 0),
+    ("second-request", R::SecondRequest, 1),
+    ("double-request", R::SecondRequest, 1),
+    ("extra-after-result", R::WorkerFailed, 1),
+];
+
 #[test]
 fn protocol_violations_fail_the_attempt() {
-    let cases: [(&str, R, usize); 9] = [
-        ("garbage-hello", R::WorkerFailed, 0),
-        ("unsandboxed", R::SandboxNotEnforced, 0),
-        ("garbage-request", R::WorkerFailed, 0),
-        ("result-before-request", R::WorkerFailed, 0),
-        ("mismatch-model", R::RequestMismatch, 0),
-        ("mismatch-tool-choice", R::RequestMismatch, 0),
-        ("second-request", R::SecondRequest, 1),
-        ("double-request", R::SecondRequest, 1),
-        ("extra-after-result", R::WorkerFailed, 1),
-    ];
-    for (mode, reason, requests) in cases {
+    for (mode, reason, requests) in VIOLATIONS {
         let (err, seen) = run(mode, |_| {});
         assert_eq!(err.reason(), reason, "{mode}: {err}");
         assert_eq!(seen, requests, "{mode}: provider requests");

@@ -9,32 +9,17 @@ use stream_broker::{AttemptError, Broker, BrokerConfig, Refill};
 use stream_core::payload::{ProviderApi, RunFailureReason as R};
 use stream_protocol::WorkerResult;
 use stream_testkit::packets::packet;
-use stream_testkit::provider::{Reply, ScriptedCompletion, ScriptedProvider};
+use stream_testkit::provider::ScriptedProvider;
 
 use crate::common::*;
 
 const API: ProviderApi = ProviderApi::OpenaiChat;
 const READY: Duration = Duration::from_secs(20);
 
-fn provider(replies: usize) -> ScriptedProvider {
-    ScriptedProvider::start(vec![
-        Reply::completion(ScriptedCompletion::text("Hi."));
-        replies
-    ])
-    .unwrap()
-}
-
 fn spare_config(worker: &Path, provider: &ScriptedProvider) -> BrokerConfig {
     let mut config = config(worker.to_owned(), provider, API);
     config.keep_spare = true;
     config
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 fn completes(runtime: &tokio::runtime::Runtime, broker: &Broker) {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use stream_core::payload::ProviderApi;
+use stream_testkit::procs;
 use stream_testkit::provider::{Reply, ScriptedCall, ScriptedCompletion};
 use stream_testkit::stack::Stack;
 
@@ -53,26 +54,6 @@ fn a_decision_made_while_serve_runs_shapes_the_next_turn() {
     assert!(!history.contains("Sydney."), "{history}");
 }
 
-/// The processes whose parent is `pid` (scanning `/proc/*/stat`).
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        if rest.split_whitespace().nth(1) == Some(pid.to_string().as_str()) {
-            found.push(child);
-        }
-    }
-    found
-}
-
 #[test]
 fn serve_keeps_one_spare_worker_and_its_shutdown_reaps_it() {
     let s = stack(ProviderApi::OpenaiChat);
@@ -83,17 +64,23 @@ fn serve_keeps_one_spare_worker_and_its_shutdown_reaps_it() {
     wait_for_sends(&s, 1);
     // After the attempt, the next spare is made and parked.
     let deadline = Instant::now() + Duration::from_secs(60);
-    let spare = loop {
-        let children = children_of(pid);
-        if let [one] = children[..] {
-            break one;
+    // serve's children: its fork server and the spare the server forked
+    // (with CLONE_PARENT, so that serve supervises and reaps it), started
+    // after it.
+    let (server, spare) = loop {
+        let mut children = procs::children_of(pid);
+        children.sort_by_key(|child| procs::start_time(*child));
+        if let [server, one] = children[..] {
+            break (server, one);
         }
         assert!(Instant::now() < deadline, "children: {children:?}");
         std::thread::sleep(Duration::from_millis(20));
     };
     serve.stop();
-    assert!(
-        !std::path::Path::new(&format!("/proc/{spare}")).exists(),
-        "serve killed and reaped its spare worker before exiting"
-    );
+    for (what, pid) in [("spare worker", spare), ("fork server", server)] {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "serve killed and reaped its {what} before exiting"
+        );
+    }
 }

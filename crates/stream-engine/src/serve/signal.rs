@@ -19,7 +19,7 @@ use stream_store::{AppendOutcome, Progress, RunRow, Store, StoreError, Tx, Versi
 use tokio::sync::watch;
 
 /// How often a running serve asks the store whether another process
-/// committed (issue 11: no busy loop, at least a second).
+/// committed (no busy loop: at least a second between checks).
 pub const FOREIGN_COMMIT_CHECK: Duration = Duration::from_secs(1);
 
 /// The sending side of a wake-up signal (every commit, or every settled

@@ -478,7 +478,7 @@ fn install(store: &dyn Store, decl: &stream_declarations::LoadedDeclaration, yam
     tx.commit().unwrap();
 }
 
-/// Before issue 11 an undecodable receipt was skipped, so `/correct` could
+/// An undecodable receipt was once skipped, so `/correct` could
 /// rewrite an older reply than the one meant; now it records nothing and
 /// answers with the fixed failed-run reply.
 #[tokio::test]

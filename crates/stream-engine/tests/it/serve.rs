@@ -72,7 +72,7 @@ fn sent_texts(telegram: &FakeTelegram) -> Vec<String> {
         .collect()
 }
 
-/// Before issue 11 the consumer and delivery shared one loop, so a run
+/// When the consumer and delivery shared one loop, a run
 /// sleeping in its retry backoff (up to 60 s) held back every reply
 /// settled before it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,12 @@
 //!
 //! Usage: `stream-sandbox-probe [--no-sandbox] [--allow-unenforced] OP [ARG]`
 //!
+//! `--as-fork-server OP [ARG]` enters a fork server's sandbox instead of a
+//! worker's and runs OP there. `--fork-server` serves forks
+//! (`stream_sandbox::fork`): each child reads one line, `OP [ARG]`, runs it
+//! and prints its line with the child's own report. `--lying-fork-server
+//! init|self` is a fork server that answers pid 1 or its own pid.
+//!
 //! Output: `{"op":…,"ok":bool,"errno":n|null,"value":…,"enforcement":{…}|null,
 //! "enterMicros":"…"}` (the time `enter` took, as a string);
 //! if entering the sandbox fails, `{"op":…,"sandboxError":"…"}` and exit 3.
@@ -15,7 +21,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
 use serde_json::{Value, json};
-use stream_sandbox::{Policy, enter};
+use stream_sandbox::{Enforcement, Policy, enter, enter_fork_server};
 
 /// What one operation did: success with a value, or a failure with its errno.
 type Outcome = Result<Value, Option<i32>>;
@@ -140,6 +146,7 @@ fn run(op: &str, arg: Option<&str>) -> Outcome {
             io(std::io::stdin().read_to_end(&mut sink).map(|n| json!(n)))
         }
         "flood" => flood(&mut std::io::stdout()),
+        "panic" => std::panic::resume_unwind(Box::new("probe panics on purpose")),
         "stderr-flood" => flood(&mut std::io::stderr()),
         _ => Err(None),
     }
@@ -184,50 +191,113 @@ fn print(value: &Value) -> i32 {
     }
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut sandbox = true;
-    let mut policy = Policy::default();
-    let mut rest = Vec::new();
-    for a in &args {
-        match a.as_str() {
-            "--no-sandbox" => sandbox = false,
-            "--allow-unenforced" => policy.allow_unenforced = true,
-            _ => rest.push(a.as_str()),
-        }
-    }
-    let op = rest.first().copied().unwrap_or("enforcement");
-    let arg = rest.get(1).copied();
-
-    let entering = std::time::Instant::now();
-    let enforcement = if sandbox {
-        match enter(&policy) {
-            Ok(e) => Some(e),
-            Err(e) => {
-                print(&json!({"op": op, "sandboxError": e.to_string()}));
-                std::process::exit(3);
-            }
-        }
-    } else {
-        None
-    };
-    let enter_micros = entering.elapsed().as_micros();
-
+/// Runs `op` and prints its line; the exit code.
+fn probe(
+    op: &str,
+    arg: Option<&str>,
+    enforcement: Option<&Enforcement>,
+    enter_micros: u128,
+) -> i32 {
     if op == "echo" {
-        std::process::exit(echo());
+        return echo();
     }
     let outcome = run(op, arg);
     let (ok, errno, value) = match outcome {
         Ok(value) => (true, None, value),
         Err(errno) => (false, errno, Value::Null),
     };
-    let code = print(&json!({
+    print(&json!({
         "op": op,
         "ok": ok,
         "errno": errno,
         "value": value,
         "enforcement": enforcement,
         "enterMicros": enter_micros.to_string(),
-    }));
-    std::process::exit(code);
+    }))
+}
+
+/// A forked child: its operation from one line of stdin.
+fn forked_child(entered: Result<Enforcement, stream_sandbox::SandboxError>) -> u8 {
+    let enforcement = match entered {
+        Ok(e) => e,
+        Err(e) => {
+            print(&json!({"op": "forked", "sandboxError": e.to_string()}));
+            return 3;
+        }
+    };
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() {
+        return 1;
+    }
+    let mut words = line.split_whitespace();
+    let op = words.next().unwrap_or("enforcement").to_owned();
+    let arg = words.next().map(str::to_owned);
+    u8::try_from(probe(&op, arg.as_deref(), Some(&enforcement), 0)).unwrap_or(1)
+}
+
+/// Answers every request with a pid that is not a child it made.
+fn lying_fork_server(whom: Option<&str>) -> i32 {
+    let pid = match whom {
+        Some("self") => std::process::id(),
+        _ => 1,
+    };
+    // The socket is stdin, read and written as a server does.
+    // SAFETY: fd 0 is open and nothing else in this process uses it.
+    let mut socket = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0) };
+    if socket.write_all(stream_sandbox::fork::READY).is_err() {
+        return 1;
+    }
+    let mut byte = [0u8; 1];
+    while let Ok(1) = socket.read(&mut byte) {
+        if socket.write_all(&pid.to_le_bytes()).is_err() {
+            return 1;
+        }
+    }
+    0
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut sandbox = true;
+    let mut as_fork_server = false;
+    let mut fork_server = false;
+    let mut policy = Policy::default();
+    let mut rest = Vec::new();
+    for a in &args {
+        match a.as_str() {
+            "--no-sandbox" => sandbox = false,
+            "--allow-unenforced" => policy.allow_unenforced = true,
+            "--as-fork-server" => as_fork_server = true,
+            "--fork-server" => fork_server = true,
+            _ => rest.push(a.as_str()),
+        }
+    }
+    let op = rest.first().copied().unwrap_or("enforcement");
+    let arg = rest.get(1).copied();
+    if op == "--lying-fork-server" {
+        std::process::exit(lying_fork_server(arg));
+    }
+
+    let entering = std::time::Instant::now();
+    let entered = match (sandbox, as_fork_server || fork_server) {
+        (false, _) => Ok(None),
+        (true, false) => enter(&policy).map(Some),
+        (true, true) => enter_fork_server(&policy).map(Some),
+    };
+    let enforcement = match entered {
+        Ok(e) => e,
+        Err(e) => {
+            print(&json!({"op": op, "sandboxError": e.to_string()}));
+            std::process::exit(3);
+        }
+    };
+    let enter_micros = entering.elapsed().as_micros();
+    if fork_server {
+        let Some(server) = enforcement else {
+            std::process::exit(2);
+        };
+        let served = stream_sandbox::fork::serve_forks(&policy, &server, forked_child);
+        std::process::exit(i32::from(served.is_err()));
+    }
+    std::process::exit(probe(op, arg, enforcement.as_ref(), enter_micros));
 }

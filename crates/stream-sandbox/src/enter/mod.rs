@@ -7,7 +7,9 @@ mod privs;
 mod rlimits;
 mod seccomp;
 
-use crate::enforcement::{Enforcement, LandlockStatus};
+use crate::enforcement::{
+    Enforcement, LandlockReport, LandlockStatus, RlimitReport, SeccompReport,
+};
 use crate::policy::Policy;
 
 /// Why [`enter`] refused. Carries errnos, counts and stage names, never content.
@@ -80,6 +82,14 @@ pub enum SandboxError {
         /// What was achieved.
         status: LandlockStatus,
     },
+    /// A fork server's exchange with the broker failed.
+    #[error("fork server: {what} failed (errno {errno})")]
+    ForkServer {
+        /// The step, e.g. `recvmsg`.
+        what: &'static str,
+        /// Its errno.
+        errno: i32,
+    },
     /// The seccomp program could not be compiled (a bug in the allowlist).
     #[error("seccomp filter could not be compiled")]
     SeccompBuild(#[source] seccompiler::BackendError),
@@ -116,27 +126,38 @@ pub enum SandboxError {
 ///   architecture kills the process. Last, because the earlier stages need
 ///   syscalls it forbids. Not installed → error unless `allow_unenforced`.
 pub fn enter(policy: &Policy) -> Result<Enforcement, SandboxError> {
+    enter_as(policy, Role::Worker)
+}
+
+/// Enters a fork server's sandbox: [`enter`]'s stages a, b (without
+/// `RLIMIT_NPROC`), d and e, and stage f with the fork server's own
+/// allowlist (the worker's, plus what making one child per attempt needs:
+/// [`crate::fork`]). No process limit and no namespaces: each child takes
+/// those itself, fresh, with a Landlock layer and the worker's filter,
+/// before it reads anything ([`crate::fork::serve_forks`]), so every
+/// attempt's process ends with a worker's whole sandbox.
+pub fn enter_fork_server(policy: &Policy) -> Result<Enforcement, SandboxError> {
+    enter_as(policy, Role::ForkServer)
+}
+
+/// Which process enters: a worker, which serves one attempt, or a fork
+/// server, which never reads a packet and makes the workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Worker,
+    ForkServer,
+}
+
+fn enter_as(policy: &Policy, role: Role) -> Result<Enforcement, SandboxError> {
     let fds = fds::close_inherited()?;
-    let rlimits = rlimits::apply(policy)?;
-    let namespaces = namespaces::enter();
-    let (no_new_privs, dumpable) = privs::restrict()?;
-    let landlock = landlock::restrict_self()?;
-    match landlock.status {
-        LandlockStatus::FullyEnforced => {}
-        LandlockStatus::PartiallyEnforced | LandlockStatus::NotEnforced => {
-            if !policy.allow_unenforced {
-                return Err(SandboxError::LandlockNotEnforced {
-                    kernel_abi: landlock.kernel_abi,
-                    status: landlock.status,
-                });
-            }
-        }
-    }
-    let seccomp = match seccomp::install() {
-        Ok(report) => report,
-        Err(SandboxError::SeccompInstall(_)) if policy.allow_unenforced => seccomp::not_installed(),
-        Err(e) => return Err(e),
+    let rlimits = rlimits::apply(policy, role)?;
+    let namespaces = match role {
+        Role::Worker => namespaces::enter(),
+        Role::ForkServer => namespaces::none(),
     };
+    let (no_new_privs, dumpable) = privs::restrict()?;
+    let landlock = landlock_stage(policy)?;
+    let seccomp = seccomp_stage(policy, role)?;
     Ok(Enforcement {
         fds,
         rlimits,
@@ -145,6 +166,66 @@ pub fn enter(policy: &Policy) -> Result<Enforcement, SandboxError> {
         dumpable,
         landlock,
         seccomp,
+    })
+}
+
+/// Stage e, failing closed unless the development switch is on.
+fn landlock_stage(policy: &Policy) -> Result<LandlockReport, SandboxError> {
+    let landlock = landlock::restrict_self()?;
+    match landlock.status {
+        LandlockStatus::FullyEnforced => Ok(landlock),
+        LandlockStatus::PartiallyEnforced | LandlockStatus::NotEnforced => {
+            if policy.allow_unenforced {
+                Ok(landlock)
+            } else {
+                Err(SandboxError::LandlockNotEnforced {
+                    kernel_abi: landlock.kernel_abi,
+                    status: landlock.status,
+                })
+            }
+        }
+    }
+}
+
+/// Stage f, failing closed unless the development switch is on.
+fn seccomp_stage(policy: &Policy, role: Role) -> Result<SeccompReport, SandboxError> {
+    match seccomp::install(role) {
+        Ok(report) => Ok(report),
+        Err(SandboxError::SeccompInstall(_)) if policy.allow_unenforced => {
+            Ok(seccomp::not_installed())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A fork server's child, first thing after the fork and with only fds 0–2
+/// open: the stages its server left out, in [`enter`]'s order, so that it
+/// ends with a worker's sandbox. `RLIMIT_NPROC` 0; its own new user,
+/// network, mount and IPC namespaces (fresh for each child, as for a
+/// spawned worker); a Landlock layer of its own on the server's, so that
+/// siblings are in separate Landlock domains (whose scopes keep signals
+/// and abstract sockets apart, as between spawned workers); the worker's
+/// seccomp allowlist, stacked on the server's (the kernel applies both, so
+/// the child can do only what both allow). `no_new_privs`, not dumpable
+/// and the other rlimits it inherits from the server. Returns the child's
+/// report.
+pub(crate) fn narrow_child(
+    policy: &Policy,
+    server: &Enforcement,
+) -> Result<Enforcement, SandboxError> {
+    let processes = rlimits::no_processes()?;
+    let namespaces = namespaces::enter();
+    let landlock = landlock_stage(policy)?;
+    let seccomp = seccomp_stage(policy, Role::Worker)?;
+    Ok(Enforcement {
+        rlimits: RlimitReport {
+            processes,
+            ..server.rlimits
+        },
+        namespaces,
+        landlock,
+        seccomp,
+        ..server.clone()
     })
 }
 
@@ -188,7 +269,7 @@ mod tests {
     #[test]
     fn seccomp_alone_denies_with_eperm_and_keeps_memory_and_time() {
         let outcome = on_fresh_thread(|| {
-            let report = seccomp::install().unwrap();
+            let report = seccomp::install(Role::Worker).unwrap();
             let open = std::fs::File::open("/etc/hostname").map(drop);
             // SAFETY: plain integer arguments.
             let socket = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };

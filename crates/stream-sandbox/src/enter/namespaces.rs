@@ -22,3 +22,13 @@ pub(super) fn enter() -> NamespaceReport {
         ipc,
     }
 }
+
+/// A fork server's report: it enters none (its children do).
+pub(super) fn none() -> NamespaceReport {
+    NamespaceReport {
+        user: false,
+        network: false,
+        mount: false,
+        ipc: false,
+    }
+}

@@ -1,6 +1,6 @@
 //! Stage b: resource limits, soft = hard so that they cannot be raised again.
 
-use super::SandboxError;
+use super::{Role, SandboxError};
 use crate::enforcement::RlimitReport;
 use crate::policy::Policy;
 use crate::sys;
@@ -28,6 +28,11 @@ fn set(resource: Resource, name: &'static str, soft: u64, hard: u64) -> Result<u
             errno: sys::errno(),
         });
     }
+    current(resource, name)
+}
+
+/// The soft limit in force.
+fn current(resource: Resource, name: &'static str) -> Result<u64, SandboxError> {
     let mut read = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -42,7 +47,9 @@ fn set(resource: Resource, name: &'static str, soft: u64, hard: u64) -> Result<u
     Ok(read.rlim_cur)
 }
 
-pub(super) fn apply(policy: &Policy) -> Result<RlimitReport, SandboxError> {
+/// The limits of `policy`; `RLIMIT_NPROC` 0 for a worker, left as it is
+/// (and reported as read) for a fork server, which must fork.
+pub(super) fn apply(policy: &Policy, role: Role) -> Result<RlimitReport, SandboxError> {
     if policy.open_files < MIN_OPEN_FILES {
         return Err(SandboxError::PolicyTooTight {
             resource: "RLIMIT_NOFILE",
@@ -71,8 +78,16 @@ pub(super) fn apply(policy: &Policy) -> Result<RlimitReport, SandboxError> {
         address_space_bytes: set(libc::RLIMIT_AS, "RLIMIT_AS", as_bytes, as_bytes)?,
         cpu_seconds: set(libc::RLIMIT_CPU, "RLIMIT_CPU", cpu, cpu.saturating_add(1))?,
         open_files: set(libc::RLIMIT_NOFILE, "RLIMIT_NOFILE", files, files)?,
-        processes: set(libc::RLIMIT_NPROC, "RLIMIT_NPROC", 0, 0)?,
+        processes: match role {
+            Role::Worker => no_processes()?,
+            Role::ForkServer => current(libc::RLIMIT_NPROC, "RLIMIT_NPROC")?,
+        },
         file_size_bytes: set(libc::RLIMIT_FSIZE, "RLIMIT_FSIZE", 0, 0)?,
         core_bytes: set(libc::RLIMIT_CORE, "RLIMIT_CORE", 0, 0)?,
     })
+}
+
+/// `RLIMIT_NPROC` 0: a worker (or a fork server's child) makes no process.
+pub(super) fn no_processes() -> Result<u64, SandboxError> {
+    set(libc::RLIMIT_NPROC, "RLIMIT_NPROC", 0, 0)
 }

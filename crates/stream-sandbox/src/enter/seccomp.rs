@@ -16,7 +16,7 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
-use super::SandboxError;
+use super::{Role, SandboxError};
 use crate::enforcement::{SeccompArch, SeccompReport, SeccompStatus};
 
 #[cfg(target_arch = "x86_64")]
@@ -122,8 +122,82 @@ fn allowlist(pid: libc::pid_t) -> Result<Rules, SandboxError> {
     Ok(rules)
 }
 
-fn compile(pid: libc::pid_t) -> Result<(BpfProgram, u32), SandboxError> {
-    let rules = allowlist(pid)?;
+/// What a fork server may do besides a worker's: each rule as narrow as
+/// making one child per attempt allows ([`crate::fork`]). Its children
+/// stack the worker's filter on this one before they read anything.
+fn add_fork_server(rules: &mut Rules) -> Result<(), SandboxError> {
+    // A fork whose child is the parent's (the broker's, which supervises
+    // and reaps it), and nothing else `clone` can do: no thread, no shared
+    // memory or descriptors, no namespace. `clone3` stays denied.
+    let flags = (libc::CLONE_PARENT | libc::SIGCHLD) as u64;
+    rules.insert(
+        libc::SYS_clone,
+        vec![rule(vec![
+            SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, flags)
+                .map_err(SandboxError::SeccompBuild)?,
+        ])?],
+    );
+    // The broker's socket is stdin: a child's pipes come in, its pid goes back.
+    rules.insert(libc::SYS_recvmsg, vec![rule(vec![arg_eq(0, 0)?])?]);
+    if let Some(write) = rules.get_mut(&libc::SYS_write) {
+        write.push(rule(vec![arg_eq(0, 0)?])?);
+    }
+    // The child: its pipes onto 0, 1 and 2, then nothing else open.
+    rules.insert(
+        libc::SYS_dup3,
+        vec![
+            rule(vec![arg_eq(1, 0)?, arg_eq(2, 0)?])?,
+            rule(vec![arg_eq(1, 1)?, arg_eq(2, 0)?])?,
+            rule(vec![arg_eq(1, 2)?, arg_eq(2, 0)?])?,
+        ],
+    );
+    rules.insert(libc::SYS_close, vec![]);
+    rules.insert(libc::SYS_close_range, vec![]);
+    // The child's narrowing: RLIMIT_NPROC 0 on itself, its own namespaces
+    // (one flag a call, as a worker enters them), its own Landlock layer,
+    // the worker's filter.
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![rule(vec![
+            arg_eq(0, 0)?,
+            arg_eq(1, libc::RLIMIT_NPROC as u64)?,
+        ])?],
+    );
+    let mut unshare = Vec::new();
+    for flag in [
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWIPC,
+    ] {
+        unshare.push(rule(vec![arg_eq(0, flag as u64)?])?);
+    }
+    rules.insert(libc::SYS_unshare, unshare);
+    // Its own Landlock layer (a ruleset with no rule; its descriptor is
+    // closed at once).
+    rules.insert(libc::SYS_landlock_create_ruleset, vec![]);
+    rules.insert(libc::SYS_landlock_restrict_self, vec![]);
+    // Landlock and seccompiler set no_new_privs (already set) first.
+    rules.insert(
+        libc::SYS_prctl,
+        vec![rule(vec![arg_eq(0, libc::PR_SET_NO_NEW_PRIVS as u64)?])?],
+    );
+    rules.insert(
+        libc::SYS_seccomp,
+        vec![rule(vec![arg_eq(
+            0,
+            u64::from(libc::SECCOMP_SET_MODE_FILTER),
+        )?])?],
+    );
+    Ok(())
+}
+
+fn compile(pid: libc::pid_t, role: Role) -> Result<(BpfProgram, u32), SandboxError> {
+    let mut rules = allowlist(pid)?;
+    match role {
+        Role::Worker => {}
+        Role::ForkServer => add_fork_server(&mut rules)?,
+    }
     let allowed = u32::try_from(rules.len()).unwrap_or(u32::MAX);
     let filter = SeccompFilter::new(
         rules,
@@ -136,13 +210,13 @@ fn compile(pid: libc::pid_t) -> Result<(BpfProgram, u32), SandboxError> {
     Ok((program, allowed))
 }
 
-/// Compiles and installs the filter on the calling thread (and the threads
-/// it creates later; the process is single-threaded when [`super::enter`]
-/// calls this).
-pub(super) fn install() -> Result<SeccompReport, SandboxError> {
+/// Compiles and installs `role`'s filter on the calling thread (and the
+/// threads it creates later; the process is single-threaded when
+/// [`super::enter`] or a fork server's child calls this).
+pub(super) fn install(role: Role) -> Result<SeccompReport, SandboxError> {
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
-    let (program, allowed) = compile(pid)?;
+    let (program, allowed) = compile(pid, role)?;
     seccompiler::apply_filter(&program).map_err(SandboxError::SeccompInstall)?;
     Ok(SeccompReport {
         status: SeccompStatus::Installed,
@@ -194,6 +268,56 @@ mod tests {
         ] {
             assert!(!rules.contains_key(&nr), "syscall {nr} must not be allowed");
         }
-        assert!(compile(1).is_ok());
+        assert!(compile(1, Role::Worker).is_ok());
+    }
+
+    /// The fork server adds only what making a child needs: still no file,
+    /// socket, exec, trace, thread or other process's signal.
+    #[test]
+    fn fork_server_allowlist_compiles_and_adds_only_the_fork() {
+        let worker = allowlist(1).unwrap();
+        let mut server = allowlist(1).unwrap();
+        add_fork_server(&mut server).unwrap();
+        let added: Vec<i64> = server
+            .keys()
+            .filter(|nr| !worker.contains_key(nr))
+            .copied()
+            .collect();
+        let mut expected = vec![
+            libc::SYS_clone,
+            libc::SYS_recvmsg,
+            libc::SYS_dup3,
+            libc::SYS_close,
+            libc::SYS_close_range,
+            libc::SYS_prlimit64,
+            libc::SYS_unshare,
+            libc::SYS_prctl,
+            libc::SYS_seccomp,
+            libc::SYS_landlock_create_ruleset,
+            libc::SYS_landlock_restrict_self,
+        ];
+        expected.sort_unstable();
+        assert_eq!(added, expected);
+        for nr in [
+            libc::SYS_openat,
+            libc::SYS_socket,
+            libc::SYS_connect,
+            libc::SYS_sendmsg,
+            libc::SYS_execve,
+            libc::SYS_execveat,
+            libc::SYS_ptrace,
+            libc::SYS_clone3,
+            libc::SYS_setns,
+            libc::SYS_kill,
+            libc::SYS_process_vm_writev,
+            libc::SYS_pidfd_open,
+            libc::SYS_mount,
+        ] {
+            assert!(
+                !server.contains_key(&nr),
+                "syscall {nr} must not be allowed"
+            );
+        }
+        assert!(compile(1, Role::ForkServer).is_ok());
     }
 }

@@ -34,7 +34,11 @@ pub struct ProbeRun {
 }
 
 pub fn run(args: &[&str]) -> ProbeRun {
-    let mut child = start(args, &limits());
+    answer(start(args, &limits()))
+}
+
+/// A started probe's answer: its line, then how it ended.
+pub fn answer(mut child: WorkerChild) -> ProbeRun {
     let line = child
         .read_line(Duration::from_secs(20))
         .expect("read probe line")

@@ -8,5 +8,6 @@ mod allowed;
 mod boundaries;
 mod common;
 mod denied;
+mod forked;
 mod supervision;
 mod verify;

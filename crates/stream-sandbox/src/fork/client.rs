@@ -1,0 +1,173 @@
+//! The broker's side: starting a fork server and getting a child from it.
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::image::WorkerImage;
+use crate::spawn::{
+    SpawnError, SpawnLimits, StderrMode, WorkerChild, inherit_only_stdio, supervise,
+};
+use crate::sys;
+
+/// A running fork server. Dropping it kills and reaps the server; children
+/// it made are the caller's own and live on.
+#[derive(Debug)]
+pub struct ForkServer {
+    server: Child,
+    pid: libc::pid_t,
+    socket: UnixStream,
+}
+
+impl ForkServer {
+    /// Starts `binary` with `args` (which must make it a fork server) and
+    /// waits at most `ready_wait` for [`super::READY`]: an empty environment,
+    /// `/` as working directory, stdin the socket, stdout and stderr
+    /// `/dev/null`. A binary that exits or says anything else is refused.
+    pub fn start(binary: &Path, args: &[&OsStr], ready_wait: Duration) -> Result<Self, SpawnError> {
+        Self::launch(Command::new(binary), args, ready_wait)
+    }
+
+    /// [`ForkServer::start`] from a sealed [`WorkerImage`].
+    pub fn start_image(
+        image: &WorkerImage,
+        args: &[&OsStr],
+        ready_wait: Duration,
+    ) -> Result<Self, SpawnError> {
+        let (exec, arg0) = image.exec_path();
+        let mut command = Command::new(exec);
+        command.arg0(arg0);
+        Self::launch(command, args, ready_wait)
+    }
+
+    fn launch(
+        mut command: Command,
+        args: &[&OsStr],
+        ready_wait: Duration,
+    ) -> Result<Self, SpawnError> {
+        let socket_error = |_| SpawnError::Pipe {
+            which: "fork socket",
+        };
+        let (socket, theirs) = UnixStream::pair().map_err(socket_error)?;
+        command
+            .args(args)
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        inherit_only_stdio()?;
+        let server = command.spawn().map_err(|e| SpawnError::Start {
+            errno: e.raw_os_error().unwrap_or(0),
+        })?;
+        // The command holds the server's end of the socket: without this,
+        // a server that dies before it is ready would not be seen to.
+        drop(command);
+        let pid = libc::pid_t::try_from(server.id()).unwrap_or(0);
+        let mut this = Self {
+            server,
+            pid,
+            socket,
+        };
+        this.socket
+            .set_read_timeout(Some(ready_wait))
+            .map_err(socket_error)?;
+        let mut ready = [0u8; super::READY.len()];
+        if this.socket.read_exact(&mut ready).is_err() || &ready != super::READY {
+            return Err(SpawnError::Pipe {
+                which: "fork server ready",
+            });
+        }
+        Ok(this)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// One child of the server, supervised like a spawned worker: its
+    /// wall clock runs from this call. Fails if the server does not answer
+    /// within `limits.wall_clock`, or answers a pid that is not a child of
+    /// this process or is the server itself; then the server should be
+    /// dropped.
+    pub fn fork(&mut self, limits: &SpawnLimits) -> Result<WorkerChild, SpawnError> {
+        let started = Instant::now();
+        let pipe_error = |which| move |_: i32| SpawnError::Pipe { which };
+        let (child_in, our_in) = sys::pipe().map_err(pipe_error("stdin"))?;
+        let (our_out, child_out) = sys::pipe().map_err(pipe_error("stdout"))?;
+        // Not captured: the read end goes at once, and the child's writes
+        // fail (as a spawned worker's go nowhere).
+        let (our_err, child_err) = sys::pipe().map_err(pipe_error("stderr"))?;
+        let our_err = match limits.stderr {
+            StderrMode::Null => None,
+            StderrMode::Capture { .. } => Some(ChildStderr::from(our_err)),
+        };
+        let fds = [
+            child_in.as_raw_fd(),
+            child_out.as_raw_fd(),
+            child_err.as_raw_fd(),
+        ];
+        sys::send_fds(self.socket.as_fd(), fds).map_err(|errno| SpawnError::Start { errno })?;
+        drop((child_in, child_out, child_err));
+
+        self.socket
+            .set_read_timeout(Some(limits.wall_clock.max(Duration::from_millis(1))))
+            .map_err(|_| SpawnError::Pipe {
+                which: "fork socket",
+            })?;
+        let mut answer = [0u8; 4];
+        self.socket
+            .read_exact(&mut answer)
+            .map_err(|_| SpawnError::Pipe {
+                which: "fork server answer",
+            })?;
+        let pid = i32::from_le_bytes(answer);
+        if pid <= 0 {
+            return Err(SpawnError::Start {
+                errno: pid.checked_neg().unwrap_or(libc::EIO),
+            });
+        }
+        let not_ours = SpawnError::Supervise {
+            what: "fork server answered a pid that is not our child",
+            errno: libc::ECHILD,
+        };
+        if pid == self.pid {
+            return Err(not_ours);
+        }
+        let pidfd = sys::pidfd_open(pid).map_err(|errno| SpawnError::Supervise {
+            what: "pidfd_open",
+            errno,
+        })?;
+        match sys::is_our_child(pidfd.as_fd()) {
+            Ok(true) => {}
+            Ok(false) => return Err(not_ours),
+            Err(errno) => {
+                return Err(SpawnError::Supervise {
+                    what: "waitid",
+                    errno,
+                });
+            }
+        }
+        let pipes = (
+            ChildStdin::from(our_in),
+            ChildStdout::from(our_out),
+            our_err,
+        );
+        supervise(started, pid, pidfd, pipes, limits).inspect_err(|_| {
+            let _ = sys::wait4(pid);
+        })
+    }
+}
+
+impl Drop for ForkServer {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
