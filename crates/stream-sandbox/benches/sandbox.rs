@@ -11,6 +11,9 @@
 //!   `--no-sandbox` (no watchdog, no pidfd, no close_range).
 //! - `bare static`: plain `Command` of a tiny statically linked C echo, built
 //!   here with `cc -static` when a C compiler and static libc are present.
+//! - `forked`: `ForkServer::fork` of the probe's fork server; the child
+//!   narrows itself to a worker's sandbox, reads its operation (`echo`),
+//!   then echoes one line.
 //!
 //! It prints each variant's median and p90, the ratios of `sandboxed` to each
 //! baseline, the median time `enter` itself took inside the probe, and peak
@@ -26,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stream_sandbox::{Ending, SpawnLimits, StderrMode, spawn};
+use stream_sandbox::{Ending, ForkServer, SpawnLimits, StderrMode, WorkerChild, spawn};
 
 const ROUNDS: usize = 200;
 const WARM_UP: usize = 10;
@@ -48,7 +51,13 @@ fn limits() -> SpawnLimits {
 fn supervised(args: &[&str]) -> (Duration, u64) {
     let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
     let start = Instant::now();
-    let mut child = spawn(&probe(), &args, &limits()).unwrap();
+    let child = spawn(&probe(), &args, &limits()).unwrap();
+    echo(child, start)
+}
+
+/// One line through an echoing child, then its end; (elapsed since
+/// `start`, peak RSS KiB).
+fn echo(mut child: WorkerChild, start: Instant) -> (Duration, u64) {
     child.write_line(b"ping").unwrap();
     let line = child.read_line(Duration::from_secs(10)).unwrap().unwrap();
     child.close_stdin();
@@ -57,6 +66,14 @@ fn supervised(args: &[&str]) -> (Duration, u64) {
     assert_eq!(line, b"ping", "echo came back different");
     assert_eq!(ended.ending, Ending::Exited { code: 0 });
     (elapsed, ended.peak_rss_kib)
+}
+
+/// One echo by a child of the fork server; (elapsed, peak RSS KiB).
+fn forked(server: &mut ForkServer) -> (Duration, u64) {
+    let start = Instant::now();
+    let mut child = server.fork(&limits()).unwrap();
+    child.write_line(b"echo").unwrap();
+    echo(child, start)
 }
 
 /// One bare echo through `std::process::Command`; (elapsed, peak RSS KiB).
@@ -227,6 +244,13 @@ fn main() {
     let mut unsandboxed = Series::new("supervised, no sandbox");
     let mut bare_probe = Series::new("bare probe (Command, no sandbox)");
     let mut bare_static = Series::new("bare static C echo (Command)");
+    let mut fork = Series::new("forked (fork + narrowing + echo)");
+    let mut server = ForkServer::start(
+        &probe,
+        &[OsStr::new("--fork-server")],
+        Duration::from_secs(10),
+    )
+    .unwrap();
 
     for _ in 0..WARM_UP {
         supervised(&["echo"]);
@@ -235,6 +259,7 @@ fn main() {
         if let Ok(path) = &static_echo {
             bare(path, &[]);
         }
+        forked(&mut server);
     }
     for _ in 0..ROUNDS {
         sandboxed.push(supervised(&["echo"]));
@@ -243,6 +268,7 @@ fn main() {
         if let Ok(path) = &static_echo {
             bare_static.push(bare(path, &[]));
         }
+        fork.push(forked(&mut server));
     }
     let enter = enter_micros();
     let own_peak = own_peak_rss_kib();
@@ -252,6 +278,13 @@ fn main() {
     if static_echo.is_ok() {
         all.push(&bare_static);
     }
+    println!(
+        "  {:<36} median {:>7.3} ms   p90 {:>7.3} ms   (ratio to sandboxed {:.2}x)",
+        fork.name,
+        ms(fork.median()),
+        ms(fork.quantile(0.9)),
+        fork.median().as_secs_f64() / sandboxed.median().as_secs_f64()
+    );
     for s in &all {
         println!(
             "  {:<36} median {:>7.3} ms   p90 {:>7.3} ms   peak RSS median {:>6} KiB (max {})",
