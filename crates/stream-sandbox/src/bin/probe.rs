@@ -8,7 +8,8 @@
 //! worker's and runs OP there. `--fork-server` serves forks
 //! (`stream_sandbox::fork`): each child reads one line, `OP [ARG]`, runs it
 //! and prints its line with the child's own report. `--lying-fork-server
-//! init|self` is a fork server that answers pid 1 or its own pid.
+//! init|self|mute` is a fork server that answers pid 1 or its own pid, or
+//! never answers.
 //!
 //! Output: `{"op":…,"ok":bool,"errno":n|null,"value":…,"enforcement":{…}|null,
 //! "enterMicros":"…"}` (the time `enter` took, as a string);
@@ -235,10 +236,12 @@ fn forked_child(entered: Result<Enforcement, stream_sandbox::SandboxError>) -> u
     u8::try_from(probe(&op, arg.as_deref(), Some(&enforcement), 0)).unwrap_or(1)
 }
 
-/// Answers every request with a pid that is not a child it made.
+/// Answers every request with a pid that is not a child it made (`init`,
+/// `self`), or never answers (`mute`).
 fn lying_fork_server(whom: Option<&str>) -> i32 {
     let pid = match whom {
         Some("self") => std::process::id(),
+        Some("mute") => 0,
         _ => 1,
     };
     // The socket is stdin, read and written as a server does.
@@ -249,6 +252,9 @@ fn lying_fork_server(whom: Option<&str>) -> i32 {
     }
     let mut byte = [0u8; 1];
     while let Ok(1) = socket.read(&mut byte) {
+        if pid == 0 {
+            continue;
+        }
         if socket.write_all(&pid.to_le_bytes()).is_err() {
             return 1;
         }

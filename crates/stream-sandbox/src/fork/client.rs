@@ -15,6 +15,14 @@ use crate::spawn::{
 };
 use crate::sys;
 
+/// The longest a fork's answer may take (it takes well under a
+/// millisecond): a server that does not answer is given up on, and the
+/// caller spawns, long before the attempt's own deadline.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
+
+/// A zero read timeout would mean none.
+const MIN_WAIT: Duration = Duration::from_millis(1);
+
 /// A running fork server. Dropping it kills and reaps the server; children
 /// it made are the caller's own and live on.
 #[derive(Debug)]
@@ -93,9 +101,9 @@ impl ForkServer {
 
     /// One child of the server, supervised like a spawned worker: its
     /// wall clock runs from this call. Fails if the server does not answer
-    /// within `limits.wall_clock`, or answers a pid that is not a child of
-    /// this process or is the server itself; then the server should be
-    /// dropped.
+    /// within 5 s (or the wall clock, if shorter), or answers a pid that is
+    /// not a child of this process or is the server itself; then the
+    /// server should be dropped.
     pub fn fork(&mut self, limits: &SpawnLimits) -> Result<WorkerChild, SpawnError> {
         let started = Instant::now();
         let pipe_error = |which| move |_: i32| SpawnError::Pipe { which };
@@ -117,7 +125,7 @@ impl ForkServer {
         drop((child_in, child_out, child_err));
 
         self.socket
-            .set_read_timeout(Some(limits.wall_clock.max(Duration::from_millis(1))))
+            .set_read_timeout(Some(ANSWER_WAIT.min(limits.wall_clock).max(MIN_WAIT)))
             .map_err(|_| SpawnError::Pipe {
                 which: "fork socket",
             })?;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
-use stream_sandbox::{Ending, ForkServer, SpawnError, verify};
+use stream_sandbox::{Ending, ForkServer, SpawnError, SpawnLimits, verify};
 use stream_testkit::procs;
 
 use crate::common::*;
@@ -171,6 +171,20 @@ fn a_pid_the_server_did_not_make_is_refused() {
             "{whom}: {err}"
         );
     }
+}
+
+/// A server that takes the request and never answers: the fork fails
+/// within the wall clock (here shorter than the answer's own bound) instead
+/// of waiting for it.
+#[test]
+fn a_fork_server_that_does_not_answer_fails_the_fork() {
+    let mut server = server(&["--lying-fork-server", "mute"]).expect("mute server");
+    let limits = SpawnLimits {
+        wall_clock: Duration::from_millis(300),
+        ..limits()
+    };
+    let err = server.fork(&limits).expect_err("no answer");
+    assert!(matches!(err, SpawnError::Pipe { .. }), "{err}");
 }
 
 #[test]
