@@ -75,6 +75,30 @@ fn a_forked_child_is_denied_what_a_worker_is_denied() {
     assert!(listener.accept().is_err(), "nothing connected");
 }
 
+/// Like a spawned worker: an empty environment, and nothing open but 0-2
+/// (the server's socket and the pipes' other copies are closed; the
+/// descriptor list is compared where this process may read it).
+#[test]
+fn a_forked_child_has_an_empty_environment_and_only_fds_0_to_2() {
+    let mut server = server(&["--fork-server"]).expect("fork server");
+    let line = forked(&mut server, "env-count").line.expect("forked line");
+    assert_eq!(line["value"], Value::from(0), "{line}");
+
+    let mut child = server.fork(&limits()).expect("fork");
+    child.write_line(b"hang").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    if let Ok(entries) = std::fs::read_dir(format!("/proc/{}/fd", child.pid())) {
+        let mut fds: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        fds.sort();
+        assert_eq!(fds, ["0", "1", "2"]);
+    }
+    child.close_stdin();
+    child.wait(Duration::from_secs(20)).unwrap();
+}
+
 /// The fork server's own allowlist is wider than a worker's (it forks), but
 /// none of the escapes: a plain `fork` (other clone flags) is denied too.
 #[test]
