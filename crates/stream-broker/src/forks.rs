@@ -34,7 +34,7 @@ pub(crate) struct Forks {
 
 enum State {
     Stopped { failures: u32 },
-    Running { server: ForkServer, failures: u32 },
+    Running(ForkServer),
     GivenUp,
 }
 
@@ -65,7 +65,8 @@ impl Forks {
                     *state = State::GivenUp;
                     return None;
                 }
-                State::Running { server, failures } => (server, failures),
+                // A running server has not failed since its last fork.
+                State::Running(server) => (server, 0),
                 State::Stopped { failures } => match start(image, args) {
                     Some(server) => (server, failures),
                     None => {
@@ -77,10 +78,7 @@ impl Forks {
         match server.fork(limits) {
             Ok(child) => {
                 self.forked.fetch_add(1, Ordering::SeqCst);
-                *state = State::Running {
-                    server,
-                    failures: 0,
-                };
+                *state = State::Running(server);
                 Some(child)
             }
             Err(e) => {
@@ -100,9 +98,7 @@ impl Forks {
             }
         }
     }
-}
 
-impl Forks {
     /// Workers forked so far.
     pub(crate) fn forked(&self) -> u64 {
         self.forked.load(Ordering::SeqCst)
@@ -111,7 +107,7 @@ impl Forks {
     /// The running server's pid.
     pub(crate) fn server_pid(&self) -> Option<i32> {
         match &*self.state.lock().unwrap_or_else(PoisonError::into_inner) {
-            State::Running { server, .. } => Some(server.pid()),
+            State::Running(server) => Some(server.pid()),
             State::Stopped { .. } | State::GivenUp => None,
         }
     }

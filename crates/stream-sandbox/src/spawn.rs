@@ -260,7 +260,7 @@ impl std::fmt::Debug for WorkerChild {
 /// another thread opens without close-on-exec between this mark and the
 /// spawn would reach the worker, whose sandbox entry closes every
 /// descriptor from 3 up before it reads anything and reports how many.
-pub(crate) fn inherit_only_stdio() -> Result<(), SpawnError> {
+fn inherit_only_stdio() -> Result<(), SpawnError> {
     sys::close_range_from(3, libc::CLOSE_RANGE_CLOEXEC).map_err(|errno| SpawnError::Start { errno })
 }
 
@@ -283,33 +283,50 @@ pub fn spawn_image(
     args: &[&OsStr],
     limits: &SpawnLimits,
 ) -> Result<WorkerChild, SpawnError> {
-    let started = Instant::now();
+    start(Instant::now(), image_command(image), args, limits)
+}
+
+/// A command that executes `image`'s descriptor with its `argv[0]`.
+pub(crate) fn image_command(image: &WorkerImage) -> Command {
     let (exec, arg0) = image.exec_path();
     let mut command = Command::new(exec);
     command.arg0(arg0);
-    start(started, command, args, limits)
+    command
 }
 
-fn start(
-    started: Instant,
+/// The one way a worker process (or a fork server) is started: `args`, an
+/// empty environment, `/` as working directory, `stdio` on 0–2 and nothing
+/// else inherited. The command (which may hold descriptors handed to the
+/// child) is dropped before this returns.
+pub(crate) fn start_clean(
     mut command: Command,
     args: &[&OsStr],
-    limits: &SpawnLimits,
-) -> Result<WorkerChild, SpawnError> {
+    (stdin, stdout, stderr): (Stdio, Stdio, Stdio),
+) -> Result<std::process::Child, SpawnError> {
     command
         .args(args)
         .env_clear()
         .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(match limits.stderr {
-            StderrMode::Null => Stdio::null(),
-            StderrMode::Capture { .. } => Stdio::piped(),
-        });
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr);
     inherit_only_stdio()?;
-    let mut child = command.spawn().map_err(|e| SpawnError::Start {
+    command.spawn().map_err(|e| SpawnError::Start {
         errno: e.raw_os_error().unwrap_or(0),
-    })?;
+    })
+}
+
+fn start(
+    started: Instant,
+    command: Command,
+    args: &[&OsStr],
+    limits: &SpawnLimits,
+) -> Result<WorkerChild, SpawnError> {
+    let stderr = match limits.stderr {
+        StderrMode::Null => Stdio::null(),
+        StderrMode::Capture { .. } => Stdio::piped(),
+    };
+    let mut child = start_clean(command, args, (Stdio::piped(), Stdio::piped(), stderr))?;
     let pid = libc::pid_t::try_from(child.id()).map_err(|_| SpawnError::Supervise {
         what: "pid out of range",
         errno: 0,

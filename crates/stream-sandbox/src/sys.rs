@@ -327,7 +327,10 @@ pub(crate) fn dup_onto(from: RawFd, to: RawFd) -> Result<(), i32> {
 /// exiting with `SIGCHLD`: 0 in the child, its pid in the caller.
 ///
 /// Only for a single-threaded caller. The raw `clone` skips libc's fork
-/// handlers; the child calls no libc function that depends on them.
+/// handlers, which reset locks other threads might hold: with one thread,
+/// none is held. The child's cached thread id stays the parent's, which
+/// only `raise`/`abort` would use (and the server's filter refuses that
+/// signal anyway).
 pub(crate) fn fork_sibling() -> Result<libc::pid_t, i32> {
     let flags =
         libc::c_ulong::try_from(libc::CLONE_PARENT | libc::SIGCHLD).map_err(|_| libc::EINVAL)?;

@@ -302,8 +302,16 @@ fn main() {
         let Some(server) = enforcement else {
             std::process::exit(2);
         };
-        let served = stream_sandbox::fork::serve_forks(&policy, &server, forked_child);
-        std::process::exit(i32::from(served.is_err()));
+        // A panic that escaped a child's attempt would end here, with a
+        // status of its own (a child's panic must end in the child: 101).
+        let served = std::panic::catch_unwind(|| {
+            stream_sandbox::fork::serve_forks(&policy, &server, forked_child)
+        });
+        std::process::exit(match served {
+            Ok(Ok(())) => 0,
+            Ok(Err(_)) => 1,
+            Err(_) => 7,
+        });
     }
     std::process::exit(probe(op, arg, enforcement.as_ref(), enter_micros));
 }

@@ -4,14 +4,13 @@ use std::ffi::OsStr;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::image::WorkerImage;
 use crate::spawn::{
-    SpawnError, SpawnLimits, StderrMode, WorkerChild, inherit_only_stdio, supervise,
+    SpawnError, SpawnLimits, StderrMode, WorkerChild, image_command, start_clean, supervise,
 };
 use crate::sys;
 
@@ -47,35 +46,22 @@ impl ForkServer {
         args: &[&OsStr],
         ready_wait: Duration,
     ) -> Result<Self, SpawnError> {
-        let (exec, arg0) = image.exec_path();
-        let mut command = Command::new(exec);
-        command.arg0(arg0);
-        Self::launch(command, args, ready_wait)
+        Self::launch(image_command(image), args, ready_wait)
     }
 
-    fn launch(
-        mut command: Command,
-        args: &[&OsStr],
-        ready_wait: Duration,
-    ) -> Result<Self, SpawnError> {
+    fn launch(command: Command, args: &[&OsStr], ready_wait: Duration) -> Result<Self, SpawnError> {
         let socket_error = |_| SpawnError::Pipe {
             which: "fork socket",
         };
         let (socket, theirs) = UnixStream::pair().map_err(socket_error)?;
-        command
-            .args(args)
-            .env_clear()
-            .current_dir("/")
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        inherit_only_stdio()?;
-        let server = command.spawn().map_err(|e| SpawnError::Start {
-            errno: e.raw_os_error().unwrap_or(0),
-        })?;
-        // The command holds the server's end of the socket: without this,
-        // a server that dies before it is ready would not be seen to.
-        drop(command);
+        // The server's end of the socket leaves this process with the
+        // command, so that a server that dies before it is ready is seen to.
+        let stdio = (
+            Stdio::from(OwnedFd::from(theirs)),
+            Stdio::null(),
+            Stdio::null(),
+        );
+        let server = start_clean(command, args, stdio)?;
         let pid = libc::pid_t::try_from(server.id()).unwrap_or(0);
         let mut this = Self {
             server,
