@@ -161,8 +161,23 @@ pub fn record_verified_decision(
     store: &dyn Store,
     req: &DecisionRequest,
 ) -> Result<DecisionRecord, DecisionError> {
+    record_verified_decision_with(store, req, |_| {})
+}
+
+/// [`record_verified_decision`] that hands the verified decision to
+/// `before_commit` once it is appended and before it commits, so that
+/// work which depends on it but makes nothing visible (the materializer's
+/// preparation) can start beside the commit. That work must not make the
+/// decision's effect visible until this returned `Ok`: the commit may
+/// still fail.
+pub fn record_verified_decision_with(
+    store: &dyn Store,
+    req: &DecisionRequest,
+    before_commit: impl FnOnce(&VerifiedDecision),
+) -> Result<DecisionRecord, DecisionError> {
     let mut tx = store.begin()?;
     let (decided, verified) = decide_in(&mut *tx, req)?;
+    before_commit(&verified);
     let correction = match verified.decision().proposal_kind {
         DecidableKind::SelfCorrection => {
             match project_verified_correction_in(&mut *tx, &verified) {

@@ -6,16 +6,19 @@
 #![allow(missing_docs)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use stream_core::canon::Hashed;
 use stream_core::{DocumentId, NewEvent, SnapshotId, SourceName, VersionId};
 
 use crate::{AppendOutcome, Progress, RunRow, Store, StoreError, Tx, VersionRow};
 
+/// Something to run just before the next commit.
+type CommitHook = Box<dyn FnOnce() + Send>;
+
 /// Wraps a store; the write with index `fail_at` (0-based, counting every
 /// append, row write and commit across transactions) fails with
 /// `StoreError::Backend("injected fault")`.
-#[derive(Debug)]
 pub struct FaultyStore<S> {
     inner: S,
     writes: AtomicUsize,
@@ -23,6 +26,17 @@ pub struct FaultyStore<S> {
     /// [`Store::has_room`] checks left before the disk is full
     /// (`usize::MAX`: never).
     room_checks_left: AtomicUsize,
+    before_commit: Mutex<Option<CommitHook>>,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for FaultyStore<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultyStore")
+            .field("inner", &self.inner)
+            .field("writes", &self.writes)
+            .field("fail_at", &self.fail_at)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<S: Store> FaultyStore<S> {
@@ -33,7 +47,18 @@ impl<S: Store> FaultyStore<S> {
             writes: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(usize::MAX),
             room_checks_left: AtomicUsize::new(usize::MAX),
+            before_commit: Mutex::new(None),
         }
+    }
+
+    /// Runs `hook` on the committing thread just before the next commit
+    /// (of any transaction), before a fault set for that commit: a test can
+    /// look at the world, or hold the commit back, while it is pending.
+    pub fn before_next_commit(&self, hook: impl FnOnce() + Send + 'static) {
+        *self
+            .before_commit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Box::new(hook));
     }
 
     /// Makes [`Store::has_room`] answer `false` (a full disk) until called
@@ -157,6 +182,15 @@ impl<S: Store> Tx for FaultyTx<'_, S> {
         self.inner.set_current_version(doc, version)
     }
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        let hook = self
+            .owner
+            .before_commit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(hook) = hook {
+            hook();
+        }
         self.owner.step()?;
         self.inner.commit()
     }

@@ -94,6 +94,18 @@ pub fn project_memory(
     config: &Config,
     decision: &VerifiedDecision,
 ) -> Result<MemoryStatus, Failure> {
+    project_memory_after(store, config, decision, None)
+}
+
+/// [`project_memory`] given the result of a first attempt made with the
+/// decision (`decide_and_materialize`), if any: a lock held by another
+/// live process is waited for as on a first attempt of its own.
+pub fn project_memory_after(
+    store: &dyn Store,
+    config: &Config,
+    decision: &VerifiedDecision,
+    mut first: Option<Result<MaterializeOutcome, MaterializeError>>,
+) -> Result<MemoryStatus, Failure> {
     let Some(materialize) = materialize_config(config) else {
         // A review-only config: the decision is recorded; the serve that
         // holds memory.md materializes it (docs/design.md §19).
@@ -107,7 +119,10 @@ pub fn project_memory(
     };
     let started = Instant::now();
     let outcome = loop {
-        match materialize_verified(store, &materialize, decision) {
+        let attempt = first
+            .take()
+            .unwrap_or_else(|| materialize_verified(store, &materialize, decision));
+        match attempt {
             Err(MaterializeError::Lock(LockError::Held { .. }))
                 if started.elapsed() < LOCK_WAIT =>
             {

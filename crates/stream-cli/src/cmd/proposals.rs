@@ -10,7 +10,7 @@ use anyhow::anyhow;
 use stream_core::EventId;
 use stream_core::payload::{DecidableKind, Disposition};
 use stream_core::text::Label;
-use stream_memory::materialize::Recorded;
+use stream_memory::materialize::{Recorded, decide_and_materialize};
 use stream_proposals::chain::ChainError;
 use stream_proposals::decision::{
     Decided, DecisionError, DecisionRequest, record_verified_decision,
@@ -22,7 +22,7 @@ use stream_proposals::project::{
 use stream_proposals::review::{Resolved, resolve_prefix};
 use stream_store::{Read, Store};
 
-use super::memory::{MemoryStatus, project_memory};
+use super::memory::{MemoryStatus, materialize_config, project_memory, project_memory_after};
 use crate::Ctx;
 use crate::config::Config;
 use crate::exit::{CmdResult, Failure};
@@ -175,15 +175,29 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
         actor,
     };
     // The chain is replayed once, here; a correction's judgment commits
-    // with the decision, a memory change is materialized from the result.
-    let record = record_verified_decision(&store, &request).map_err(decision_failure)?;
+    // with the decision, a memory change is materialized from the result,
+    // its write prepared while the decision commits.
+    let (record, materialized) = match materialize_config(&config) {
+        Some(materialize) => {
+            let done =
+                decide_and_materialize(&store, &materialize, &request).map_err(decision_failure)?;
+            (done.record, done.materialized)
+        }
+        None => (
+            record_verified_decision(&store, &request).map_err(decision_failure)?,
+            None,
+        ),
+    };
     match &record.decided {
         Decided::Recorded(id) => println!("decision {id} recorded"),
         Decided::Converged(id) => println!("decision {id} already recorded"),
     }
-    let status = match record.correction {
-        Some(projected) => print_correction(projected.map_err(project_failure)?),
-        None => project_one(&store, &config, &record.verified)?,
+    let status = match (record.correction, materialized) {
+        (Some(projected), _) => print_correction(projected.map_err(project_failure)?),
+        (None, Some(first)) => {
+            project_memory_after(&store, &config, &record.verified, Some(first))?
+        }
+        (None, None) => project_one(&store, &config, &record.verified)?,
     };
     match status {
         MemoryStatus::Settled => Ok(()),

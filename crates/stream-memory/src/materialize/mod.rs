@@ -49,6 +49,10 @@
 //!    reason code instead (step 6's writes roll back) — the same identity,
 //!    so a decision has exactly one outcome.
 //!
+//! [`prepare`] is steps 2–5 up to the durable temporary file and [`finish`]
+//! the rest; [`decide_and_materialize`] runs `prepare` while the decision
+//! itself commits and `finish` once it has.
+//!
 //! **Crash recovery.** A crash after the rename and before the receipt
 //! leaves `memory.md` holding exactly the bytes this decision produces from
 //! the frozen base, and the pointer at the base (this materializer's scan
@@ -66,6 +70,7 @@
 //! memory text or paths.
 
 mod compose;
+mod decide;
 mod error;
 mod outcome;
 mod pending;
@@ -89,6 +94,7 @@ use stream_store::Store;
 use crate::lock::RootLock;
 
 pub use compose::{compose, normalize_newlines};
+pub use decide::{DecidedAndMaterialized, decide_and_materialize};
 pub use error::MaterializeError;
 pub use outcome::{MaterializeOutcome, Recorded};
 pub use pending::{PendingReport, materialize_pending};
@@ -96,7 +102,7 @@ pub use root::lock_name;
 
 use error::Stop;
 use outcome::{Trusted, existing_outcome, record, record_in};
-use revalidate::{Held, Written, attempt, scan_and_verify, walk_written};
+use revalidate::{Held, Staged, Written, scan_and_verify, stage, walk_written};
 use root::{Renamed, root_identity};
 
 /// Where and how memory may be materialized: from the operator's config,
@@ -131,17 +137,50 @@ pub fn materialize_verified(
     config: &MaterializeConfig,
     verified: &VerifiedDecision,
 ) -> Result<MaterializeOutcome, MaterializeError> {
-    materialize_with(store, config, verified, Renamed::make_durable)
+    finish(store, config, prepare(store, config, verified)?)
 }
 
-/// [`materialize_verified`] with the step that makes the rename durable
-/// passed in, so that a test can hold it back or fail it.
-fn materialize_with(
+/// Steps 2–5 short of the rename, for [`finish`]: the outcome already
+/// known, or the root lock held and the new bytes in a durable temporary
+/// file (or the refusal to record). Dropped unfinished, it removes the
+/// temporary file and releases the lock: nothing visible happened.
+pub struct Prepared(Preparation);
+
+impl std::fmt::Debug for Prepared {
+    /// Ids and codes only: never the bytes staged.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.0 {
+            Preparation::Known(_) => "known",
+            Preparation::Held { staged: Ok(_), .. } => "staged",
+            Preparation::Held {
+                staged: Err(reason),
+                ..
+            } => reason.as_str(),
+        };
+        f.debug_tuple("Prepared").field(&state).finish()
+    }
+}
+
+enum Preparation {
+    /// An outcome recorded earlier, or a rejection.
+    Known(MaterializeOutcome),
+    /// Under the root lock: staged, or refused with a reason to record.
+    Held {
+        lock: RootLock,
+        trusted: Trusted,
+        staged: Result<Box<Staged>, MaterializationFailure>,
+    },
+}
+
+/// Steps 2–5 of a verified decision, short of the rename (see
+/// [`Prepared`]). Nothing here makes the decision's effect visible, so it
+/// may run while the decision itself commits; [`finish`] must wait for
+/// that commit.
+pub fn prepare(
     store: &dyn Store,
     config: &MaterializeConfig,
     verified: &VerifiedDecision,
-    make_durable: impl FnOnce(Renamed) -> Result<(), Stop> + Send,
-) -> Result<MaterializeOutcome, MaterializeError> {
+) -> Result<Prepared, MaterializeError> {
     let decision_id = verified.id();
     let ProposalBody::Memory(proposal) = verified.proposal().body() else {
         return Err(MaterializeError::NotAMemoryDecision {
@@ -154,27 +193,69 @@ fn materialize_with(
         root: verified.proposal().event().event.root.clone(),
         outcome: memory_outcome_id(decision_id)?,
     };
+    let known = |outcome| Ok(Prepared(Preparation::Known(outcome)));
     if let Some(done) = existing_outcome(store, &trusted)? {
-        return Ok(done);
+        return known(done);
     }
     let Some(text) = accepted_text(verified, proposal)? else {
         tracing::info!(decision = %decision_id, "rejected: nothing to materialize");
-        return Ok(MaterializeOutcome::Rejected);
+        return known(MaterializeOutcome::Rejected);
     };
 
     let locked_root = root_identity(&config.root);
     let lock = RootLock::acquire(&config.lock_dir, &lock_name(&config.root))?;
     if let Some(done) = existing_outcome(store, &trusted)? {
         lock.release()?;
-        return Ok(done);
+        return known(done);
     }
     let held = Held {
         lock: &lock,
         root: locked_root,
     };
-    let receipt = attempt(store, config, proposal, text, &held, &trusted).and_then(|written| {
-        commit_receipt(store, config, proposal, written, make_durable, &trusted)
-    });
+    let staged = match stage(store, config, proposal, text, &held, &trusted) {
+        Ok(staged) => Ok(Box::new(staged)),
+        Err(Stop::Fail(reason)) => Err(reason),
+        // The lock is released on drop (only if it is still ours).
+        Err(Stop::Abort(e)) => return Err(e),
+    };
+    Ok(Prepared(Preparation::Held {
+        lock,
+        trusted,
+        staged,
+    }))
+}
+
+/// Steps 5–7 of what [`prepare`] left: the rename, the root's fsync, the
+/// scan, its verification and the receipt, or the refusal recorded. Call
+/// it only once the decision is durable.
+pub fn finish(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    prepared: Prepared,
+) -> Result<MaterializeOutcome, MaterializeError> {
+    finish_with(store, config, prepared, Renamed::make_durable)
+}
+
+/// [`finish`] with the step that makes the rename durable passed in, so
+/// that a test can hold it back or fail it.
+fn finish_with(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    prepared: Prepared,
+    make_durable: impl FnOnce(Renamed) -> Result<(), Stop> + Send,
+) -> Result<MaterializeOutcome, MaterializeError> {
+    let (lock, trusted, staged) = match prepared.0 {
+        Preparation::Known(outcome) => return Ok(outcome),
+        Preparation::Held {
+            lock,
+            trusted,
+            staged,
+        } => (lock, trusted, staged),
+    };
+    let receipt = staged
+        .map_err(Stop::Fail)
+        .and_then(|staged| staged.rename(&lock))
+        .and_then(|written| commit_receipt(store, config, written, make_durable, &trusted));
     let outcome = match receipt {
         Ok(outcome) => outcome,
         Err(Stop::Fail(reason)) => {
@@ -194,6 +275,7 @@ fn materialize_with(
         // The lock is released on drop (only if it is still ours).
         Err(Stop::Abort(e)) => return Err(e),
     };
+    let decision_id = &trusted.decision;
     match &outcome {
         MaterializeOutcome::Materialized {
             receipt, recorded, ..
@@ -231,7 +313,6 @@ fn materialize_with(
 fn commit_receipt(
     store: &dyn Store,
     config: &MaterializeConfig,
-    proposal: &MemoryChangeProposed,
     (written, renamed): (Written, Renamed),
     make_durable: impl FnOnce(Renamed) -> Result<(), Stop> + Send,
     trusted: &Trusted,
@@ -242,7 +323,7 @@ fn commit_receipt(
         || -> Result<_, Stop> {
             let walked = walked?;
             let mut tx = store.begin()?;
-            let payload = scan_and_verify(&mut *tx, config, proposal, (walked, written), trusted)?;
+            let payload = scan_and_verify(&mut *tx, config, (walked, written), trusted)?;
             Ok((tx, payload))
         },
     );

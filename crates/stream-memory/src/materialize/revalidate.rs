@@ -1,21 +1,22 @@
 //! Steps 4–6 of [`super::materialize`]: the revalidation list of
 //! `docs/design.md §15`, each refusal a closed reason code, then the
-//! write; then, inside the receipt's transaction, the scan and the
-//! verification of the new version.
+//! write (staged in a temporary file, then renamed); then, inside the
+//! receipt's transaction, the scan and the verification of the new
+//! version.
 
 use stream_core::canon::Hashed;
 use stream_core::ids::derive_version_id;
 use stream_core::payload::{
     MaterializationFailure, MemoryChangeMaterialized, MemoryChangeProposed,
 };
-use stream_core::{MemoryPath, SourceName, VersionId};
+use stream_core::{DocumentId, MemoryPath, SourceName, VersionId};
 use stream_store::{Read, Store, Tx, VersionRow};
 
 use super::MaterializeConfig;
 use super::compose::compose;
 use super::error::{Stop, fail};
 use super::outcome::Trusted;
-use super::root::{Renamed, Root};
+use super::root::{Renamed, Root, Temporary};
 use super::verify::verify_new_version;
 use crate::frontmatter;
 use crate::lock::RootLock;
@@ -55,21 +56,56 @@ pub(super) struct Held<'a> {
 
 /// What step 5 wrote, for step 6 to scan and verify.
 pub(super) struct Written {
+    document: DocumentId,
     base: VersionRow,
     new: Hashed,
     new_version: VersionId,
 }
 
-/// Steps 4–5: revalidate, write (or find this decision's bytes written);
-/// the rename is not yet durable.
-pub(super) fn attempt(
+/// Step 4 done and step 5's file durable, short of the rename: what may be
+/// prepared before the decision itself is durable.
+pub(super) struct Staged {
+    written: Written,
+    base: Vec<u8>,
+    cap: u64,
+    file: StagedFile,
+}
+
+enum StagedFile {
+    /// The new bytes in a temporary file, to rename over the base.
+    Temporary(Temporary),
+    /// `memory.md` already holds them (an earlier attempt renamed and
+    /// crashed): made owner-only and durable again at the rename, not
+    /// before.
+    InPlace(Root),
+}
+
+impl Staged {
+    /// Step 5's end, once the decision is durable: the last look, the
+    /// lock check and the rename (see [`Temporary::rename_over`]), or the
+    /// recovered file's mode and fsync; the rename is not yet durable.
+    pub(super) fn rename(self, lock: &RootLock) -> Result<(Written, Renamed), Stop> {
+        let renamed = match self.file {
+            StagedFile::Temporary(temporary) => {
+                temporary.rename_over(&self.base, self.cap, lock)?
+            }
+            StagedFile::InPlace(root) => root.settle_memory()?,
+        };
+        Ok((self.written, renamed))
+    }
+}
+
+/// Step 4 and step 5 short of the rename: revalidate, then write the new
+/// bytes to a durable temporary file (or find this decision's bytes
+/// already in `memory.md`).
+pub(super) fn stage(
     store: &dyn Store,
     config: &MaterializeConfig,
     proposal: &MemoryChangeProposed,
     text: &str,
     held: &Held<'_>,
     trusted: &Trusted,
-) -> Result<(Written, Renamed), Stop> {
+) -> Result<Staged, Stop> {
     use MaterializationFailure as F;
     let target = &proposal.target;
     let context = SourceName::fixed(SourceName::CONTEXT);
@@ -124,23 +160,28 @@ pub(super) fn attempt(
         return fail(F::Size);
     }
 
-    let renamed = match on_disk {
-        OnDisk::Base => root.replace_memory(new_bytes, base_bytes, cap, held.lock)?,
+    let file = match on_disk {
+        OnDisk::Base => StagedFile::Temporary(root.stage_memory(new_bytes, held.lock)?),
         OnDisk::New => {
             tracing::info!(
                 decision = %trusted.decision,
                 "memory.md already holds this decision's bytes; finishing"
             );
-            root.settle_memory()?
+            StagedFile::InPlace(root)
         }
     };
 
-    let written = Written {
-        base: base.row,
-        new,
-        new_version,
-    };
-    Ok((written, renamed))
+    Ok(Staged {
+        written: Written {
+            document: target.document_id.clone(),
+            base: base.row,
+            new,
+            new_version,
+        },
+        base: base.bytes.into_bytes(),
+        cap,
+        file,
+    })
 }
 
 /// Step 6's reading half: the root walked and read again after the
@@ -163,12 +204,12 @@ pub(super) fn walk_written(config: &MaterializeConfig, written: &Written) -> Res
 pub(super) fn scan_and_verify(
     tx: &mut dyn Tx,
     config: &MaterializeConfig,
-    proposal: &MemoryChangeProposed,
     (walked, written): (Walked, Written),
     trusted: &Trusted,
 ) -> Result<MemoryChangeMaterialized, Stop> {
     walked.record_in(tx).map_err(scan_refusal)?;
     let Written {
+        document,
         base,
         new,
         new_version,
@@ -178,7 +219,7 @@ pub(super) fn scan_and_verify(
         proposal_event_id: trusted.proposal.clone(),
         decision_event_id: trusted.decision.clone(),
         source: config.source.clone(),
-        document_id: proposal.target.document_id.clone(),
+        document_id: document,
         base_version_id: base.id,
         base_sha256: base.sha256,
         new_version_id: new_version,

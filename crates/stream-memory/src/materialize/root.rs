@@ -169,24 +169,21 @@ impl Root {
         }
     }
 
-    /// Writes `new` over `memory.md` atomically, owner-only. The rename is
-    /// made durable by the returned [`Renamed`].
-    pub(super) fn replace_memory(
-        self,
-        new: &[u8],
-        base: &[u8],
-        cap: u64,
-        lock: &RootLock,
-    ) -> Result<Renamed, Stop> {
-        use MaterializationFailure as F;
+    /// Writes `new` to an owner-only hidden temporary file in the root and
+    /// fsyncs it. Nothing is visible until [`Temporary::rename_over`]; a
+    /// dropped [`Temporary`] removes its file. This may run before the
+    /// decision it serves is durable: only the rename needs that.
+    pub(super) fn stage_memory(self, new: &[u8], lock: &RootLock) -> Result<Temporary, Stop> {
         self.remove_stale_temporaries();
-        let tmp = format!("{TEMP_PREFIX}{}.tmp", lock.evidence().token);
+        let name = format!("{TEMP_PREFIX}{}.tmp", lock.evidence().token);
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.fd, tmp.as_str(), flags, Mode::from_raw_mode(0o600))
-            .map_err(|_| Stop::Fail(F::Write))?;
-        let remove_tmp = || {
-            let _ = rustix::fs::unlinkat(&self.fd, tmp.as_str(), AtFlags::empty());
+        let fd = rustix::fs::openat(&self.fd, name.as_str(), flags, Mode::from_raw_mode(0o600))
+            .map_err(|_| Stop::Fail(MaterializationFailure::Write))?;
+        // From here on, dropping it removes the file.
+        let temporary = Temporary {
+            root: Some(self),
+            name,
         };
         let written = (|| -> std::io::Result<()> {
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
@@ -199,34 +196,10 @@ impl Root {
             }
             Ok(())
         })();
-        if written.is_err() {
-            remove_tmp();
-            return fail(F::Write);
+        match written {
+            Ok(()) => Ok(temporary),
+            Err(_) => fail(MaterializationFailure::Write),
         }
-        // A last look: a hand edit since the check is not overwritten.
-        let old = match self.read_memory_open(cap) {
-            Ok((bytes, old)) if bytes == base => old,
-            Ok(_) => {
-                remove_tmp();
-                return fail(F::StaleBase);
-            }
-            Err(stop) => {
-                remove_tmp();
-                return Err(stop);
-            }
-        };
-        if let Err(e) = lock.check() {
-            remove_tmp();
-            return Err(Stop::Abort(e.into()));
-        }
-        if rustix::fs::renameat(&self.fd, tmp.as_str(), &self.fd, MemoryPath::VALUE).is_err() {
-            remove_tmp();
-            return fail(F::Write);
-        }
-        Ok(Renamed {
-            root: self.fd,
-            old: Some(old),
-        })
     }
 
     /// Recovery: `memory.md` already holds the new bytes. Enforce 0600 and
@@ -260,6 +233,53 @@ impl Renamed {
         let synced = rustix::fs::fsync(&self.root);
         drop(self.old);
         synced.map_err(|_| Stop::Fail(MaterializationFailure::Write))
+    }
+}
+
+/// The new bytes in a durable hidden temporary file beside `memory.md`,
+/// not yet renamed over it. Dropped, it removes the file.
+pub(super) struct Temporary {
+    /// `None` once renamed.
+    root: Option<Root>,
+    name: String,
+}
+
+impl Temporary {
+    /// A last look that `memory.md` still holds `base` (a hand edit since
+    /// the check is not overwritten), a check that the lock is still ours,
+    /// then the atomic rename over `memory.md`. The rename is made durable
+    /// by the returned [`Renamed`].
+    pub(super) fn rename_over(
+        mut self,
+        base: &[u8],
+        cap: u64,
+        lock: &RootLock,
+    ) -> Result<Renamed, Stop> {
+        let Some(root) = self.root.as_ref() else {
+            return fail(MaterializationFailure::Write);
+        };
+        let old = match root.read_memory_open(cap)? {
+            (bytes, old) if bytes == base => old,
+            _ => return fail(MaterializationFailure::StaleBase),
+        };
+        lock.check().map_err(|e| Stop::Abort(e.into()))?;
+        rustix::fs::renameat(&root.fd, self.name.as_str(), &root.fd, MemoryPath::VALUE)
+            .map_err(|_| Stop::Fail(MaterializationFailure::Write))?;
+        let Some(root) = self.root.take() else {
+            return fail(MaterializationFailure::Write);
+        };
+        Ok(Renamed {
+            root: root.fd,
+            old: Some(old),
+        })
+    }
+}
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if let Some(root) = &self.root {
+            let _ = rustix::fs::unlinkat(&root.fd, self.name.as_str(), AtFlags::empty());
+        }
     }
 }
 

@@ -10,6 +10,22 @@ use stream_store::{Read, SqliteStore};
 
 use super::*;
 
+/// [`materialize_verified`] with the step that makes the rename durable
+/// passed in.
+fn materialize_with(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    verified: &VerifiedDecision,
+    make_durable: impl FnOnce(Renamed) -> Result<(), Stop> + Send,
+) -> Result<MaterializeOutcome, MaterializeError> {
+    finish_with(
+        store,
+        config,
+        prepare(store, config, verified)?,
+        make_durable,
+    )
+}
+
 /// `memory.md` as `World` recorded it.
 const WORLD_MEMORY: &str = "---\nid: memory-1\n---\n# Memory\n";
 

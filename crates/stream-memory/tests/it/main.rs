@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+mod decide;
 mod frontmatter;
 mod lock;
 mod materialize;
