@@ -13,6 +13,7 @@
 //! file is removed and the lock released, and `memory.md` never changed.
 
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::ScopedJoinHandle;
 
 use stream_core::payload::ProposalKind;
 use stream_proposals::chain::{ProposalBody, proposal_kind};
@@ -43,6 +44,23 @@ pub fn decide_and_materialize(
     config: &MaterializeConfig,
     req: &DecisionRequest,
 ) -> Result<DecidedAndMaterialized, DecisionError> {
+    decide_with(store, config, req, prepare)
+}
+
+/// [`decide_and_materialize`] with the preparation passed in, so that a
+/// test can make the preparing thread fail.
+pub(super) fn decide_with(
+    store: &dyn Store,
+    config: &MaterializeConfig,
+    req: &DecisionRequest,
+    prepare: impl Fn(
+        &dyn Store,
+        &MaterializeConfig,
+        &VerifiedDecision,
+    ) -> Result<Prepared, MaterializeError>
+    + Sync,
+) -> Result<DecidedAndMaterialized, DecisionError> {
+    let prepare = &prepare;
     // Only a hint, read unverified: it starts the preparing thread before
     // the chain is replayed, so that its start-up overlaps the replay. The
     // verified decision alone decides what is materialized.
@@ -60,7 +78,11 @@ pub fn decide_and_materialize(
                     }
                 })
                 .ok()
-                .map(|_| Preparing { give, prepared })
+                .map(|thread| Preparing {
+                    give,
+                    prepared,
+                    thread,
+                })
         } else {
             None
         };
@@ -73,37 +95,54 @@ pub fn decide_and_materialize(
         });
         // Received whatever the commit did: a preparation dropped
         // unfinished removes its file and releases the lock.
-        let prepared = preparing.and_then(Preparing::outcome);
-        let record = record?;
-        let materialized = match record.verified.proposal().body() {
-            ProposalBody::Memory(_) => Some(match prepared {
-                Some(prepared) => prepared.and_then(|p| finish(store, config, p)),
-                // Not prepared beside the commit (no thread, or a panic
-                // that left nothing visible): prepared now.
-                None => {
-                    prepare(store, config, &record.verified).and_then(|p| finish(store, config, p))
-                }
-            }),
-            ProposalBody::Correction(_) | ProposalBody::Focus(_) => None,
+        let (prepared, thread) = match preparing {
+            Some(preparing) => preparing.outcome(),
+            None => (None, None),
         };
-        Ok(DecidedAndMaterialized {
-            record,
-            materialized,
-        })
+        let decided = record.map(|record| {
+            let materialized = match record.verified.proposal().body() {
+                ProposalBody::Memory(_) => Some(match prepared {
+                    Some(prepared) => prepared.and_then(|p| finish(store, config, p)),
+                    // Not prepared beside the commit (no thread, or a panic
+                    // that left nothing visible): prepared now.
+                    None => prepare(store, config, &record.verified)
+                        .and_then(|p| finish(store, config, p)),
+                }),
+                ProposalBody::Correction(_) | ProposalBody::Focus(_) => None,
+            };
+            DecidedAndMaterialized {
+                record,
+                materialized,
+            }
+        });
+        // Joined last, when it has long ended: its exit costs nothing on the
+        // way, and a panic in it ends here instead of being raised again by
+        // the scope.
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+        decided
     })
 }
 
-/// The preparing thread's two ends.
-struct Preparing {
+/// The preparing thread and its two ends.
+struct Preparing<'scope> {
     give: SyncSender<VerifiedDecision>,
     prepared: Receiver<Result<Prepared, MaterializeError>>,
+    thread: ScopedJoinHandle<'scope, ()>,
 }
 
-impl Preparing {
-    /// What the thread prepared; `None` when it was given nothing (the
-    /// dropped sender ends it) or panicked.
-    fn outcome(self) -> Option<Result<Prepared, MaterializeError>> {
+impl<'scope> Preparing<'scope> {
+    /// What the thread prepared (`None` when it was given nothing, which
+    /// the dropped sender tells it, or panicked), and the thread, to join
+    /// once it no longer matters when it ends.
+    fn outcome(
+        self,
+    ) -> (
+        Option<Result<Prepared, MaterializeError>>,
+        Option<ScopedJoinHandle<'scope, ()>>,
+    ) {
         drop(self.give);
-        self.prepared.recv().ok()
+        (self.prepared.recv().ok(), Some(self.thread))
     }
 }
