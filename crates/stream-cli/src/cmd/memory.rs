@@ -88,19 +88,11 @@ const LOCK_POLL: Duration = Duration::from_millis(25);
 
 /// Materializes a decision verified in this command and prints its
 /// outcome. Waiting for the root lock does not replay the chain: it was
-/// verified once, at the start of this command.
+/// verified once, at the start of this command. `first` is an attempt
+/// already made with the decision (`decide_and_materialize`), if any: a
+/// lock held by another live process is waited for as on a first attempt
+/// made here.
 pub fn project_memory(
-    store: &dyn Store,
-    config: &Config,
-    decision: &VerifiedDecision,
-) -> Result<MemoryStatus, Failure> {
-    project_memory_after(store, config, decision, None)
-}
-
-/// [`project_memory`] given the result of a first attempt made with the
-/// decision (`decide_and_materialize`), if any: a lock held by another
-/// live process is waited for as on a first attempt of its own.
-pub fn project_memory_after(
     store: &dyn Store,
     config: &Config,
     decision: &VerifiedDecision,

@@ -22,7 +22,7 @@ use stream_proposals::project::{
 use stream_proposals::review::{Resolved, resolve_prefix};
 use stream_store::{Read, Store};
 
-use super::memory::{MemoryStatus, materialize_config, project_memory, project_memory_after};
+use super::memory::{MemoryStatus, materialize_config, project_memory};
 use crate::Ctx;
 use crate::config::Config;
 use crate::exit::{CmdResult, Failure};
@@ -130,7 +130,7 @@ fn project_one(
         DecidableKind::SelfCorrection => Ok(print_correction(
             project_verified_correction(store, verified).map_err(project_failure)?,
         )),
-        DecidableKind::MemoryChange => project_memory(store, config, verified),
+        DecidableKind::MemoryChange => project_memory(store, config, verified, None),
     }
 }
 
@@ -192,12 +192,11 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
         Decided::Recorded(id) => println!("decision {id} recorded"),
         Decided::Converged(id) => println!("decision {id} already recorded"),
     }
-    let status = match (record.correction, materialized) {
-        (Some(projected), _) => print_correction(projected.map_err(project_failure)?),
-        (None, Some(first)) => {
-            project_memory_after(&store, &config, &record.verified, Some(first))?
-        }
-        (None, None) => project_one(&store, &config, &record.verified)?,
+    // Only a correction is projected with its decision; anything else
+    // is a memory decision.
+    let status = match record.correction {
+        Some(projected) => print_correction(projected.map_err(project_failure)?),
+        None => project_memory(&store, &config, &record.verified, materialized)?,
     };
     match status {
         MemoryStatus::Settled => Ok(()),

@@ -95,8 +95,8 @@ pub(super) fn decide_with(
         });
         // Received whatever the commit did: a preparation dropped
         // unfinished removes its file and releases the lock.
-        let (prepared, thread) = match preparing {
-            Some(preparing) => preparing.outcome(),
+        let (prepared, thread) = match preparing.map(Preparing::outcome) {
+            Some((prepared, thread)) => (prepared, Some(thread)),
             None => (None, None),
         };
         let decided = record.map(|record| {
@@ -140,9 +140,9 @@ impl<'scope> Preparing<'scope> {
         self,
     ) -> (
         Option<Result<Prepared, MaterializeError>>,
-        Option<ScopedJoinHandle<'scope, ()>>,
+        ScopedJoinHandle<'scope, ()>,
     ) {
         drop(self.give);
-        (self.prepared.recv().ok(), Some(self.thread))
+        (self.prepared.recv().ok(), self.thread)
     }
 }

@@ -67,7 +67,6 @@ pub(super) struct Written {
 pub(super) struct Staged {
     written: Written,
     base: Vec<u8>,
-    cap: u64,
     file: StagedFile,
 }
 
@@ -87,7 +86,8 @@ impl Staged {
     pub(super) fn rename(self, lock: &RootLock) -> Result<(Written, Renamed), Stop> {
         let renamed = match self.file {
             StagedFile::Temporary(temporary) => {
-                temporary.rename_over(&self.base, self.cap, lock)?
+                let cap = read_cap(&self.base, self.written.new.bytes());
+                temporary.rename_over(&self.base, cap, lock)?
             }
             StagedFile::InPlace(root) => root.settle_memory()?,
         };
@@ -141,8 +141,7 @@ pub(super) fn stage(
     };
 
     let (base_bytes, new_bytes) = (base.bytes.bytes(), new.bytes());
-    let cap = (base_bytes.len().max(new_bytes.len()) as u64).saturating_add(1);
-    let disk = root.read_memory(cap)?;
+    let disk = root.read_memory(read_cap(base_bytes, new_bytes))?;
     let on_disk = if disk == base_bytes && (pointer == Pointer::Base || unchanged) {
         OnDisk::Base
     } else if disk == new_bytes {
@@ -179,7 +178,6 @@ pub(super) fn stage(
             new_version,
         },
         base: base.bytes.into_bytes(),
-        cap,
         file,
     })
 }
@@ -227,6 +225,12 @@ pub(super) fn scan_and_verify(
         byte_count: new.bytes().len() as u64,
         file_event_id,
     })
+}
+
+/// How much of `memory.md` is worth reading to compare it with `base` and
+/// `new`: one byte more than the longer, so that a longer file differs.
+fn read_cap(base: &[u8], new: &[u8]) -> u64 {
+    (base.len().max(new.len()) as u64).saturating_add(1)
 }
 
 /// Scans the exact configured source, expecting `known` bytes.
