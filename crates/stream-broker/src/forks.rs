@@ -13,12 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use stream_protocol::FORK_SERVER_FLAG;
 use stream_sandbox::{ForkServer, SpawnLimits, WorkerChild, WorkerImage};
 
 use crate::BrokerConfig;
-
-/// The worker's fork-server flag (mirrors `stream_worker::FORK_SERVER_FLAG`).
-pub const FORK_SERVER_FLAG: &str = "--fork-server";
 
 /// How long a starting server may take to enter its sandbox and warm up.
 const READY_WAIT: Duration = Duration::from_secs(10);

@@ -47,9 +47,9 @@ mod selftest;
 mod spare;
 
 pub use attempt::{AttemptError, AttemptReport, Stage};
-pub use forks::FORK_SERVER_FLAG;
 pub use http::ANTHROPIC_VERSION;
 pub use selftest::{SealedWorker, SelfTestError, verify_worker};
+pub use stream_protocol::{ALLOW_UNENFORCED_FLAG, FORK_SERVER_FLAG};
 pub use stream_sandbox::ImageError;
 
 use std::path::PathBuf;
@@ -61,9 +61,6 @@ use stream_core::payload::ProviderApi;
 
 use stream_protocol::{MAX_FRAME_BYTES, Packet};
 use stream_sandbox::{SpawnLimits, StderrMode};
-
-/// The worker's development flag (mirrors `stream_worker::ALLOW_UNENFORCED_FLAG`).
-pub const ALLOW_UNENFORCED_FLAG: &str = "--allow-unenforced-sandbox";
 
 /// How to run attempts.
 #[derive(Clone)]

@@ -14,7 +14,8 @@
 //!    content-dark rejection.
 //!
 //! Any frame out of this order is a protocol violation and ends the attempt.
-//! This crate holds no secrets and does no I/O beyond the reader/writer it is
+//! The worker's command-line flags are part of the same contract and live
+//! here too ([`ALLOW_UNENFORCED_FLAG`], [`FORK_SERVER_FLAG`]). This crate holds no secrets and does no I/O beyond the reader/writer it is
 //! given; the worker links it.
 
 #![deny(missing_docs)]
@@ -23,6 +24,16 @@ mod frames;
 pub mod framing;
 
 pub use frames::*;
+
+/// The worker's development switch, on its command line. With it the worker
+/// runs even where Landlock or seccomp cannot be enforced, reporting so in
+/// its hello frame; the parent still refuses such a worker unless its own
+/// development switch is on. Never passed in production.
+pub const ALLOW_UNENFORCED_FLAG: &str = "--allow-unenforced-sandbox";
+
+/// On the worker's command line: the binary is a fork server for the
+/// parent (`stream_sandbox::ForkServer`) instead of a worker.
+pub const FORK_SERVER_FLAG: &str = "--fork-server";
 
 /// The protocol identifier every packet and hello carries.
 pub const PROTOCOL: &str = "stream.sandbox/1";

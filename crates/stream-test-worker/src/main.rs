@@ -59,7 +59,10 @@ fn main() -> ExitCode {
         allow_unenforced: mode == "unsandboxed",
         ..stream_sandbox::Policy::default()
     };
-    if std::env::args().skip(1).any(|a| a == "--fork-server") {
+    if std::env::args()
+        .skip(1)
+        .any(|a| a == stream_protocol::FORK_SERVER_FLAG)
+    {
         if mode == "not-a-fork-server" {
             return ExitCode::from(2);
         }

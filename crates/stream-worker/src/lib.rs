@@ -37,15 +37,7 @@ pub use warm::canned_exchange;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-/// The development switch. With it the worker runs even where Landlock or
-/// seccomp cannot be enforced, reporting so in its hello frame; the parent
-/// still refuses such a worker unless its own development switch is on.
-/// Never passed in production.
-pub const ALLOW_UNENFORCED_FLAG: &str = "--allow-unenforced-sandbox";
-
-/// Makes the binary a fork server for the parent
-/// (`stream_sandbox::ForkServer`) instead of a worker.
-pub const FORK_SERVER_FLAG: &str = "--fork-server";
+pub use stream_protocol::{ALLOW_UNENFORCED_FLAG, FORK_SERVER_FLAG};
 
 /// Exit code when the sandbox could not be entered.
 pub const EXIT_SANDBOX: u8 = 3;

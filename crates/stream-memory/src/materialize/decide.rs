@@ -95,19 +95,17 @@ pub(super) fn decide_with(
         });
         // Received whatever the commit did: a preparation dropped
         // unfinished removes its file and releases the lock.
-        let (prepared, thread) = match preparing.map(Preparing::outcome) {
-            Some((prepared, thread)) => (prepared, Some(thread)),
-            None => (None, None),
-        };
+        let (prepared, thread) = preparing.map(Preparing::outcome).unzip();
         let decided = record.map(|record| {
             let materialized = match record.verified.proposal().body() {
-                ProposalBody::Memory(_) => Some(match prepared {
-                    Some(prepared) => prepared.and_then(|p| finish(store, config, p)),
+                ProposalBody::Memory(_) => Some(
                     // Not prepared beside the commit (no thread, or a panic
                     // that left nothing visible): prepared now.
-                    None => prepare(store, config, &record.verified)
+                    prepared
+                        .flatten()
+                        .unwrap_or_else(|| prepare(store, config, &record.verified))
                         .and_then(|p| finish(store, config, p)),
-                }),
+                ),
                 ProposalBody::Correction(_) | ProposalBody::Focus(_) => None,
             };
             DecidedAndMaterialized {
