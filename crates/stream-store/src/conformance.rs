@@ -15,6 +15,10 @@ use crate::{
     AppendOutcome, EventQuery, Progress, RunRow, RunStatus, Store, StoreError, VersionRow,
 };
 
+#[path = "conformance_positions.rs"]
+mod positions;
+pub use positions::*;
+
 /// Generates one `#[test]` per conformance function, each on `$fresh`
 /// (an expression yielding a fresh `Box<dyn Store>` or `impl Store`). With
 /// `optional:`, `$fresh` yields an `Option` and a test without a store
@@ -51,7 +55,11 @@ macro_rules! conformance_suite {
             hashed_bytes_are_kept_under_their_digest,
             snapshots_round_trip_through_parts,
             a_snapshot_text_is_the_blob_of_the_same_text,
-            payload_hash_must_match_bytes
+            payload_hash_must_match_bytes,
+            positions_strictly_increase_in_commit_order_across_sources,
+            reading_after_the_last_position_returns_nothing,
+            an_aborted_transaction_leaves_no_position_visible,
+            paging_by_limit_misses_nothing_while_another_writer_appends
         );
     };
     (@required $fresh:expr; $($name:ident),*) => {

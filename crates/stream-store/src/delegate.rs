@@ -93,6 +93,18 @@ macro_rules! delegate_read {
                 let $s = self;
                 $inner.snapshot(id)
             }
+            fn events_after_position(
+                &self,
+                after: u64,
+                limit: usize,
+            ) -> Result<Vec<$crate::PositionedEvent>, $crate::StoreError> {
+                let $s = self;
+                $inner.events_after_position(after, limit)
+            }
+            fn last_position(&self) -> Result<u64, $crate::StoreError> {
+                let $s = self;
+                $inner.last_position()
+            }
         }
     };
 }

@@ -281,6 +281,28 @@ pub trait Read {
     /// [`StoreError::SnapshotPart`] (each part is hashed to name it), a
     /// whole blob that does not match is [`StoreError::SnapshotHash`].
     fn snapshot(&self, id: &SnapshotId) -> Result<Option<SnapshotBytes>, StoreError>;
+    /// Up to `limit` events with position > `after`, in position order:
+    /// a reader that pages from the last position it saw misses nothing
+    /// and repeats nothing, since positions are handed out in commit order.
+    fn events_after_position(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<PositionedEvent>, StoreError>;
+    /// The highest position (0 when empty).
+    fn last_position(&self) -> Result<u64, StoreError>;
+}
+
+/// One event with its global position: commit order across all sources
+/// (the events' `pos` column on both backends). Positions only grow; they
+/// may skip numbers (PostgreSQL hands a rolled-back insert's number to no
+/// one), never go back, and a committed event's never changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PositionedEvent {
+    /// Its position, from 1.
+    pub position: u64,
+    /// The event.
+    pub event: StoredEvent,
 }
 
 /// A write transaction: everything in it commits together or not at all.

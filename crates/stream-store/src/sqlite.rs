@@ -15,7 +15,9 @@ use stream_core::{
 };
 
 use crate::migrate::{Budget, check_identity, migrate};
-use crate::sqlite_events::{insert_event, read_event, read_events};
+use crate::sqlite_events::{
+    insert_event, read_event, read_events, read_events_after_position, read_last_position,
+};
 use crate::sqlite_parts::{KeyForm, put_snapshot, read_snapshot};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
@@ -465,6 +467,18 @@ macro_rules! impl_read {
             ) -> Result<Option<crate::SnapshotBytes>, StoreError> {
                 let $conn = self;
                 read_snapshot(&$get, id)
+            }
+            fn events_after_position(
+                &self,
+                after: u64,
+                limit: usize,
+            ) -> Result<Vec<crate::PositionedEvent>, StoreError> {
+                let $conn = self;
+                read_events_after_position(&$get, after, limit)
+            }
+            fn last_position(&self) -> Result<u64, StoreError> {
+                let $conn = self;
+                read_last_position(&$get)
             }
         }
     };

@@ -14,7 +14,7 @@ use stream_core::{
 };
 
 use crate::sqlite::{backend, blob_key, cached_row, insert_blob, invalid, now_ms, raw_key, to_i64};
-use crate::{EventQuery, StoreError};
+use crate::{EventQuery, PositionedEvent, StoreError};
 
 /// An event's columns, its source and type named from their codes
 /// (schema 12) and the text cut out of its payload (schema 11) joined from
@@ -174,6 +174,45 @@ pub(crate) fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEv
         .collect::<Result<Vec<_>, _>>()
         .map_err(backend)?;
     rows.into_iter().map(decode_event).collect()
+}
+
+/// Events after a position, in position order, each with its position
+/// (read after the event's own columns).
+static EVENTS_AFTER_POSITION: LazyLock<String> = LazyLock::new(|| {
+    let select = SELECT_EVENTS.replacen(EVENT_COLUMNS, &format!("{EVENT_COLUMNS}, e.pos"), 1);
+    format!("{select} AND e.pos > ?1 ORDER BY e.pos LIMIT ?2")
+});
+
+pub(crate) fn read_events_after_position(
+    c: &Connection,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<PositionedEvent>, StoreError> {
+    let mut stmt = c.prepare_cached(&EVENTS_AFTER_POSITION).map_err(backend)?;
+    let rows = stmt
+        .query_map(params![to_i64(after)?, to_i64(limit as u64)?], |r| {
+            Ok((r.get::<_, i64>(14)?, raw_event(r)?))
+        })
+        .map_err(backend)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(backend)?;
+    rows.into_iter()
+        .map(|(position, raw)| {
+            Ok(PositionedEvent {
+                position: u64::try_from(position).map_err(|_| invalid("event position"))?,
+                event: decode_event(raw)?,
+            })
+        })
+        .collect()
+}
+
+/// The highest position: the last row of the `pos` b-tree, one seek.
+pub(crate) fn read_last_position(c: &Connection) -> Result<u64, StoreError> {
+    let last: i64 = cached_row(c, "SELECT COALESCE(MAX(pos), 0) FROM events", [], |r| {
+        r.get(0)
+    })
+    .map_err(backend)?;
+    u64::try_from(last).map_err(|_| invalid("event position"))
 }
 
 /// The query `read_events` runs for `q`, and its parameters.

@@ -196,6 +196,16 @@ macro_rules! impl_read {
                 let id = id.clone();
                 self.exec(move |c| read::read_snapshot(c, &id))
             }
+            fn events_after_position(
+                &self,
+                after: u64,
+                limit: usize,
+            ) -> Result<Vec<crate::PositionedEvent>, StoreError> {
+                self.exec(move |c| read::read_events_after_position(c, after, limit))
+            }
+            fn last_position(&self) -> Result<u64, StoreError> {
+                self.exec(read::read_last_position)
+            }
         }
     };
 }

@@ -11,7 +11,9 @@ use stream_core::{
 
 use super::backend;
 use super::session::Conn;
-use crate::{DocumentRow, EventQuery, Progress, RunRow, RunStatus, StoreError, VersionRow};
+use crate::{
+    DocumentRow, EventQuery, PositionedEvent, Progress, RunRow, RunStatus, StoreError, VersionRow,
+};
 
 fn invalid(what: &str) -> StoreError {
     StoreError::InvalidRow {
@@ -139,6 +141,36 @@ pub(crate) fn read_events(c: &mut Conn, q: &EventQuery) -> Result<Vec<StoredEven
         .map(|a| a.as_ref() as &(dyn ToSql + Sync))
         .collect();
     query(c, &sql, &params)?.iter().map(decode_event).collect()
+}
+
+pub(crate) fn read_events_after_position(
+    c: &mut Conn,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<PositionedEvent>, StoreError> {
+    // The position is read after the event's own columns.
+    let sql =
+        format!("SELECT {EVENT_COLUMNS}, pos FROM events WHERE pos > $1 ORDER BY pos LIMIT $2");
+    query(c, &sql, &[&to_i64(after)?, &to_i64(limit as u64)?])?
+        .iter()
+        .map(|r| {
+            let position: i64 = r.try_get(12).map_err(|_| invalid("event position"))?;
+            Ok(PositionedEvent {
+                position: u64::try_from(position).map_err(|_| invalid("event position"))?,
+                event: decode_event(r)?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn read_last_position(c: &mut Conn) -> Result<u64, StoreError> {
+    let rows = query(c, "SELECT COALESCE(MAX(pos), 0) FROM events", &[])?;
+    let last: i64 = rows
+        .first()
+        .ok_or_else(|| invalid("event position"))?
+        .try_get(0)
+        .map_err(backend)?;
+    u64::try_from(last).map_err(|_| invalid("event position"))
 }
 
 pub(crate) fn read_head(c: &mut Conn, source: &SourceName) -> Result<u64, StoreError> {
