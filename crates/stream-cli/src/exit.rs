@@ -58,10 +58,13 @@ impl From<StoreError> for Failure {
             | StoreError::VersionConflict { .. }
             | StoreError::DocumentConflict { .. } => Self::Conflict(e.into()),
             // The configured file is not one this build may use: the
-            // operator must point at another file or another binary.
+            // operator must point at another file or another binary, or
+            // (a read-only open) run `serve` once to create or migrate it.
             StoreError::Corrupt { .. }
             | StoreError::ForeignDatabase { .. }
             | StoreError::NewerSchema { .. }
+            | StoreError::OlderSchema { .. }
+            | StoreError::NoStore { .. }
             | StoreError::NotPrivate { .. } => Self::Usage(e.into()),
             StoreError::Missing { .. }
             | StoreError::InvalidRow { .. }

@@ -8,7 +8,8 @@
 //!
 //! Read [`Store`], [`Tx`] and [`AppendOutcome`] first. [`SqliteStore`] is the
 //! embedded backend; `conformance` (feature `conformance`) is the test
-//! suite every backend must pass.
+//! suite every backend must pass. [`ReadOnlyStore`] opens either backend
+//! for reading only.
 //!
 //! This crate knows nothing of Telegram, providers or proposals: it stores
 //! bytes under the rules of the envelope and never interprets payloads.
@@ -35,15 +36,18 @@ pub mod __private {
 
 mod postgres;
 mod private;
+mod readonly;
 mod rows;
 mod sqlite;
 mod sqlite_events;
 mod sqlite_parts;
+mod sqlite_readonly;
 mod usage;
 
 pub use migrate::SCHEMA_VERSION;
 pub use parts::SnapshotBytes;
 pub use postgres::{PG_SCHEMA_VERSION, PostgresStore};
+pub use readonly::ReadOnlyStore;
 pub use rows::*;
 pub use sqlite::SqliteStore;
 pub use usage::StoreUsage;
@@ -101,6 +105,25 @@ pub enum StoreError {
         found: u32,
         /// Newest version this build knows.
         supported: u32,
+    },
+    /// A read-only open found a schema this build reads only after
+    /// migrating it, which a read-only open never does.
+    #[error(
+        "the store schema version {found} is older than this build's ({supported}); \
+         run `thestream serve` (or any writing command) once to migrate it"
+    )]
+    OlderSchema {
+        /// Version in the store.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// A read-only open found no store: a missing file, or an empty
+    /// database, which a read-only open never creates.
+    #[error("there is no store at {path}; `thestream serve` (or any writing command) creates it")]
+    NoStore {
+        /// The file, or the database's label (never its URL).
+        path: String,
     },
     /// A stored row did not decode (damaged or foreign data).
     #[error("stored {what} is invalid")]

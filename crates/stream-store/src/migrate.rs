@@ -410,6 +410,33 @@ pub(crate) fn check_identity(path: &Path, conn: &Connection) -> Result<(), Store
     }
 }
 
+/// For a read-only open: the store is ours at exactly this build's schema.
+/// Refuses, besides what [`check_identity`] refuses, an empty file (no
+/// store yet) and an older schema, which only a writing open migrates.
+pub(crate) fn check_readable(path: &Path, conn: &Connection) -> Result<(), StoreError> {
+    check_identity(path, conn)?;
+    if is_current(path, conn)? {
+        return Ok(());
+    }
+    let found: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    let app_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(|e| classify(path, e))?;
+    if app_id == APPLICATION_ID {
+        Err(StoreError::OlderSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        })
+    } else {
+        // check_identity let it through: empty, nothing created in it yet.
+        Err(StoreError::NoStore {
+            path: path.display().to_string(),
+        })
+    }
+}
+
 pub(crate) fn migrate(path: &Path, conn: &Connection, budget: &Budget) -> Result<Done, StoreError> {
     if is_current(path, conn)? {
         return Ok(Done::Finished);

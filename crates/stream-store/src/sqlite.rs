@@ -47,14 +47,14 @@ pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
     }
 }
 
-fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+pub(crate) fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     // A poisoned lock only means another thread panicked mid-call; SQLite
     // rolls back any open transaction, so the connection is still sound.
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn configure(path: &Path, conn: &Connection) -> Result<(), StoreError> {
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
+    configure_reads(conn)?;
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(|e| classify(path, e))?;
@@ -64,7 +64,13 @@ fn configure(path: &Path, conn: &Connection) -> Result<(), StoreError> {
         )));
     }
     conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
-        .map_err(|e| classify(path, e))?;
+        .map_err(|e| classify(path, e))
+}
+
+/// What every connection that reads needs, the read-only one's included:
+/// none of it writes to the file.
+pub(crate) fn configure_reads(conn: &Connection) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
     // Without it, a cached statement is compiled again after every new
     // binding (the bundled SQLite has STAT4; `sqlite_tests` says more).
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
@@ -486,6 +492,7 @@ macro_rules! impl_read {
 
 impl_read!(SqliteStore, s => lock(&s.reader));
 impl_read!(SqliteTx<'_>, t => t.conn);
+impl_read!(crate::sqlite_readonly::SqliteReader, s => lock(&s.conn));
 
 impl Store for SqliteStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
@@ -500,10 +507,7 @@ impl Store for SqliteStore {
     fn data_version(&self) -> Result<u64, StoreError> {
         // The reader never writes, so every commit (the writer connection's
         // included) changes its data_version.
-        lock(&self.reader)
-            .query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
-            .map(|v| v.unsigned_abs())
-            .map_err(backend)
+        data_version(&lock(&self.reader))
     }
 
     fn has_room(&self) -> Result<bool, StoreError> {
@@ -515,6 +519,14 @@ impl Store for SqliteStore {
             .map_err(|e| StoreError::Backend(format!("free space of the store's folder: {e}")))?;
         Ok(fs.f_bavail.saturating_mul(fs.f_frsize) >= crate::COMMIT_ROOM)
     }
+}
+
+/// `PRAGMA data_version` of a connection: it changes at every commit made
+/// by another connection, so on one that never writes, at every commit.
+pub(crate) fn data_version(c: &Connection) -> Result<u64, StoreError> {
+    c.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
+        .map(|v| v.unsigned_abs())
+        .map_err(backend)
 }
 
 /// An open `BEGIN IMMEDIATE` transaction on the writer connection.

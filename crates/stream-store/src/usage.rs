@@ -67,61 +67,65 @@ fn file_len(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
+/// The size of the store at `path` and its bytes by kind, read through
+/// `c` (the store's reader, or a read-only connection).
+pub(crate) fn usage_of(path: &Path, c: &Connection) -> Result<StoreUsage, StoreError> {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let file_bytes = file_len(path) + file_len(Path::new(&wal));
+    let (events, row_bytes) = count(
+        c,
+        "SELECT count(*), sum(length(payload) + length(id) + length(source) + length(type) \
+         + length(authorship) + ifnull(length(root), 0) + ifnull(length(parent), 0) \
+         + length(payload_sha256) + ifnull(length(text_sha), 0) + 24) FROM events",
+    )?;
+    let (_, text_bytes) = count(
+        c,
+        &format!(
+            "SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_EVENT_TEXT} \
+             AND NOT {IS_DOCUMENT}"
+        ),
+    )?;
+    let event_bytes = row_bytes + text_bytes;
+    let (snapshots, _) = count(c, "SELECT count(*), 0 FROM snapshots")?;
+    // A part is recognised by its header; a document version's or
+    // an event's blob counts as theirs whatever it starts with.
+    let (snapshot_parts, snapshot_part_bytes) = count(
+        c,
+        &format!(
+            "SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_PART} \
+             AND NOT {IS_DOCUMENT} AND NOT {IS_EVENT_TEXT}"
+        ),
+    )?;
+    let (document_blobs, document_bytes) = count(
+        c,
+        &format!("SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_DOCUMENT}"),
+    )?;
+    let (other_blobs, other_blob_bytes) = count(
+        c,
+        &format!(
+            "SELECT count(*), sum(length(bytes)) FROM blobs WHERE NOT {IS_PART} \
+             AND NOT {IS_DOCUMENT} AND NOT {IS_EVENT_TEXT}"
+        ),
+    )?;
+    Ok(StoreUsage {
+        file_bytes,
+        events,
+        event_bytes,
+        snapshots,
+        snapshot_parts,
+        snapshot_part_bytes,
+        document_blobs,
+        document_bytes,
+        other_blobs,
+        other_blob_bytes,
+    })
+}
+
 impl SqliteStore {
     /// The store's size and its bytes by kind.
     pub fn usage(&self) -> Result<StoreUsage, StoreError> {
-        let mut wal = self.path().as_os_str().to_owned();
-        wal.push("-wal");
-        let file_bytes = file_len(self.path()) + file_len(Path::new(&wal));
-        self.with_reader(|c| {
-            let (events, row_bytes) = count(
-                c,
-                "SELECT count(*), sum(length(payload) + length(id) + length(source) + length(type) \
-                 + length(authorship) + ifnull(length(root), 0) + ifnull(length(parent), 0) \
-                 + length(payload_sha256) + ifnull(length(text_sha), 0) + 24) FROM events",
-            )?;
-            let (_, text_bytes) = count(
-                c,
-                &format!(
-                    "SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_EVENT_TEXT} \
-                     AND NOT {IS_DOCUMENT}"
-                ),
-            )?;
-            let event_bytes = row_bytes + text_bytes;
-            let (snapshots, _) = count(c, "SELECT count(*), 0 FROM snapshots")?;
-            // A part is recognised by its header; a document version's or
-            // an event's blob counts as theirs whatever it starts with.
-            let (snapshot_parts, snapshot_part_bytes) = count(
-                c,
-                &format!(
-                    "SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_PART} \
-                     AND NOT {IS_DOCUMENT} AND NOT {IS_EVENT_TEXT}"
-                ),
-            )?;
-            let (document_blobs, document_bytes) = count(
-                c,
-                &format!("SELECT count(*), sum(length(bytes)) FROM blobs WHERE {IS_DOCUMENT}"),
-            )?;
-            let (other_blobs, other_blob_bytes) = count(
-                c,
-                &format!(
-                    "SELECT count(*), sum(length(bytes)) FROM blobs WHERE NOT {IS_PART} \
-                     AND NOT {IS_DOCUMENT} AND NOT {IS_EVENT_TEXT}"
-                ),
-            )?;
-            Ok(StoreUsage {
-                file_bytes,
-                events,
-                event_bytes,
-                snapshots,
-                snapshot_parts,
-                snapshot_part_bytes,
-                document_blobs,
-                document_bytes,
-                other_blobs,
-                other_blob_bytes,
-            })
-        })
+        self.with_reader(|c| usage_of(self.path(), c))
     }
 
     /// Copies the whole store into the (new, empty) file `into` with

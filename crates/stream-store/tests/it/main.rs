@@ -10,6 +10,7 @@ mod migration;
 mod parts;
 mod postgres;
 mod processes;
+mod readonly;
 mod refusals;
 mod texts;
 
