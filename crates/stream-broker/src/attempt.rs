@@ -490,7 +490,7 @@ async fn run_inner(
     let key: Option<Secret> =
         http::credential(&config.api_key_env).map_err(|_| AttemptError::CredentialMissing)?;
     let api = packet.provider.api;
-    let body = serde_json::to_vec(&expected).map_err(|_| AttemptError::RequestMismatch)?;
+    let body = stream_provider::body_bytes(&expected)?;
 
     let packet_owned = Box::new(packet.clone());
     let workers = Arc::clone(&broker.workers);

@@ -131,6 +131,19 @@ pub struct ProviderConfig {
     pub compat: ProviderCompat,
 }
 
+impl ProviderConfig {
+    /// `api` as the wire format it names; `None` for an unknown name (each
+    /// command words its own refusal).
+    pub fn wire_api(&self) -> Option<stream_core::payload::ProviderApi> {
+        use stream_core::payload::ProviderApi;
+        match self.api.as_str() {
+            "openai-chat" => Some(ProviderApi::OpenaiChat),
+            "anthropic-messages" => Some(ProviderApi::AnthropicMessages),
+            _ => None,
+        }
+    }
+}
+
 /// `[agent]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -72,6 +72,8 @@ enum Command {
     Doctor(cmd::doctor::Args),
     /// Learn the owner's Telegram id from a one-time code sent to the bot.
     Pair(cmd::pair::Args),
+    /// The read-only inspector: pages of what the model saw, proposed and was told.
+    Inspect(cmd::inspect::Args),
 }
 
 /// What a command may need: the config, loaded on first use.
@@ -110,6 +112,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Backup(args) => cmd::backup::run(&ctx, args),
         Command::Doctor(args) => cmd::doctor::run(&ctx, args),
         Command::Pair(args) => cmd::pair::run(&ctx, args),
+        Command::Inspect(args) => cmd::inspect::run(&ctx, args),
     }
 }
 

@@ -75,6 +75,42 @@ fn push_escape(out: &mut String, c: char) {
     }
 }
 
+/// The visible escape of a hidden character (`\\r`, `\\u{202e}`): what a
+/// terminal and a page show in its place.
+pub fn escape(c: char) -> String {
+    let mut out = String::new();
+    push_escape(&mut out, c);
+    out
+}
+
+/// A stretch of untrusted text: characters shown as they are, or one
+/// hidden character ([`is_hidden`]) to be shown as its [`escape`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// Shown as it is.
+    Shown(&'a str),
+    /// Shown as its escape.
+    Hidden(char),
+}
+
+/// `text` cut into [`Piece`]s by the one rule of what is hidden: the page
+/// renderer walks these, so a page and a terminal make the same characters
+/// visible.
+pub fn pieces(text: &str) -> impl Iterator<Item = Piece<'_>> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let first = rest.chars().next()?;
+        if is_hidden(first) {
+            rest = &rest[first.len_utf8()..];
+            return Some(Piece::Hidden(first));
+        }
+        let end = rest.find(is_hidden).unwrap_or(rest.len());
+        let (shown, tail) = rest.split_at(end);
+        rest = tail;
+        Some(Piece::Shown(shown))
+    })
+}
+
 /// Text made safe for a terminal, with the number of characters escaped.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Rendered {
@@ -211,6 +247,34 @@ pub fn shorten(text: &str, window: Window, see: &str) -> Rendered {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn pieces_cut_at_every_hidden_character_and_rejoin_to_render() {
+        let text = "a\u{202e}bc\r\n\u{1b}[8m\u{200b}";
+        let got: Vec<Piece<'_>> = pieces(text).collect();
+        assert_eq!(
+            got,
+            vec![
+                Piece::Shown("a"),
+                Piece::Hidden('\u{202e}'),
+                Piece::Shown("bc"),
+                Piece::Hidden('\r'),
+                Piece::Shown("\n"),
+                Piece::Hidden('\u{1b}'),
+                Piece::Shown("[8m"),
+                Piece::Hidden('\u{200b}'),
+            ]
+        );
+        let rejoined: String = got
+            .iter()
+            .map(|p| match p {
+                Piece::Shown(s) => (*s).to_owned(),
+                Piece::Hidden(c) => escape(*c),
+            })
+            .collect();
+        assert_eq!(rejoined, render(text).text);
+        assert_eq!(pieces("").count(), 0);
+    }
     use super::*;
 
     fn has_raw_control(s: &str) -> bool {

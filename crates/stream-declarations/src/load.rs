@@ -73,6 +73,18 @@ pub struct LoadedDeclaration {
     pub fingerprint: Fingerprint,
 }
 
+impl LoadedDeclaration {
+    /// The output-token limit a run of this declaration asks the provider
+    /// for: its `provider.max_output_tokens`, else 1,024. `serve` and the
+    /// inspector's rebuilt request both take it from here.
+    pub fn max_output_tokens(&self) -> u32 {
+        self.declaration
+            .provider
+            .as_ref()
+            .map_or(1024, |p| p.max_output_tokens)
+    }
+}
+
 /// Parses declaration YAML strictly: unknown fields, unknown kinds and wrong
 /// types are refused naming the field. Does not apply the rules.
 pub fn parse_yaml(text: &str) -> Result<Declaration, DeclarationError> {

@@ -287,12 +287,7 @@ impl Engine {
                 return Ok(Settled::Failed);
             }
         };
-        let max_tokens = self
-            .conversation
-            .declaration
-            .provider
-            .as_ref()
-            .map_or(1024, |p| p.max_output_tokens);
+        let max_tokens = self.conversation.max_output_tokens();
         let mut attempts = run.attempts;
         loop {
             attempts += 1;

@@ -11,7 +11,8 @@
 //! edited memory decision, revalidated against the frozen base, written
 //! atomically, scanned, verified and receipted. [`review`] is what a
 //! reviewer sees: a proposal's diff computed with the materializer's own
-//! byte composition, and the audit log of every `memory.md` version.
+//! byte composition, and the audit log of every `memory.md` version;
+//! [`blame`] says which version brought each line of the current one.
 //!
 //! Read [`materialize::materialize`] and [`scan::scan`] first.
 //!
@@ -21,6 +22,7 @@
 
 #![deny(missing_docs)]
 
+pub mod blame;
 pub mod frontmatter;
 pub mod lock;
 pub mod materialize;

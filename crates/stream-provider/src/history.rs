@@ -65,6 +65,9 @@ pub enum BuildError {
         /// Position in history (`history.len()` for the current turn).
         index: usize,
     },
+    /// The built body did not serialize (it always does: a JSON value).
+    #[error("the request body did not serialize")]
+    NotSerializable,
 }
 
 /// Media types both providers accept.

@@ -51,6 +51,18 @@ pub fn build_request(packet: &Packet) -> Result<serde_json::Value, BuildError> {
     }
 }
 
+/// The bytes of the request body the broker sends for `packet`: the
+/// serialization of [`build_request`]. The inspector shows a turn's request
+/// through this same function, so what it shows is what was sent.
+pub fn request_body(packet: &Packet) -> Result<Vec<u8>, BuildError> {
+    body_bytes(&build_request(packet)?)
+}
+
+/// The bytes sent for a built request body: its compact JSON.
+pub fn body_bytes(body: &serde_json::Value) -> Result<Vec<u8>, BuildError> {
+    serde_json::to_vec(body).map_err(|_| BuildError::NotSerializable)
+}
+
 /// Parses a successful (2xx) response body of wire format `api`.
 pub fn parse_response(api: ProviderApi, body: &str) -> Result<ParsedCompletion, ParseError> {
     match api {

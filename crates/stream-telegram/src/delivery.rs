@@ -255,8 +255,19 @@ fn read_watermark(store: &dyn Read, key: &str) -> Result<BTreeMap<String, u64>, 
     }
 }
 
+/// How many outputs of `telegram_source`'s chats wait for delivery now:
+/// the outbox the next pass would send (what the inspector's health strip
+/// shows), by the same scan and classification as the pass.
+pub fn pending_count(store: &dyn Read, telegram_source: &SourceName) -> Result<u64, DeliveryError> {
+    let watermark = read_watermark(store, &delivery_watermark_key(telegram_source))?;
+    Ok(scan(store, telegram_source, &watermark)?
+        .iter()
+        .filter(|s| matches!(s.item, Item::Pending(_)))
+        .count() as u64)
+}
+
 fn scan(
-    store: &dyn Store,
+    store: &dyn Read,
     telegram_source: &SourceName,
     watermark: &BTreeMap<String, u64>,
 ) -> Result<Vec<Scanned>, DeliveryError> {

@@ -12,7 +12,6 @@ use std::time::Duration;
 use anyhow::anyhow;
 use serde::Serialize;
 use stream_broker::ProbeError;
-use stream_core::payload::ProviderApi;
 use stream_sandbox::{Enforcement, LandlockStatus, SeccompStatus};
 
 use crate::Ctx;
@@ -466,16 +465,12 @@ async fn telegram(config: &Config) -> Check {
 }
 
 async fn provider(config: &Config) -> Check {
-    let api = match config.provider.api.as_str() {
-        "openai-chat" => ProviderApi::OpenaiChat,
-        "anthropic-messages" => ProviderApi::AnthropicMessages,
-        other => {
-            return fail(
-                "provider",
-                format!("unknown provider.api {other:?}"),
-                "use \"openai-chat\" or \"anthropic-messages\"",
-            );
-        }
+    let Some(api) = config.provider.wire_api() else {
+        return fail(
+            "provider",
+            format!("unknown provider.api {:?}", config.provider.api),
+            "use \"openai-chat\" or \"anthropic-messages\"",
+        );
     };
     let mut broker_config = stream_broker::BrokerConfig::new(
         std::path::PathBuf::new(),

@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod events;
 pub mod export;
 pub mod init;
+pub mod inspect;
 pub mod memory;
 pub mod pair;
 pub mod proposals;
@@ -36,6 +37,17 @@ pub fn open_store(config: &Config) -> Result<OpenedStore, Failure> {
         StoreBackend::Postgres => {
             let url = secret(&config.store.url_env, "store.url_env")?;
             OpenedStore::Postgres(PostgresStore::open(&url)?)
+        }
+    })
+}
+
+/// Opens the configured store for reading only (the inspector): nothing is
+/// created, migrated or tightened, and the data dir is not touched.
+pub fn open_store_read_only(config: &Config) -> Result<stream_store::ReadOnlyStore, Failure> {
+    Ok(match config.store.backend {
+        StoreBackend::Sqlite => stream_store::ReadOnlyStore::open_sqlite(&config.store_path())?,
+        StoreBackend::Postgres => {
+            return Err(Failure::usage(anyhow::anyhow!("PENDING-PG-READONLY")));
         }
     })
 }

@@ -34,14 +34,11 @@ pub fn default_worker() -> Result<PathBuf, Failure> {
 
 /// The engine settings of a config.
 pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
-    let api = match config.provider.api.as_str() {
-        "openai-chat" => ProviderApi::OpenaiChat,
-        "anthropic-messages" => ProviderApi::AnthropicMessages,
-        other => {
-            return Err(Failure::usage(anyhow!(
-                "provider.api: unknown api {other:?}"
-            )));
-        }
+    let Some(api) = config.provider.wire_api() else {
+        return Err(Failure::usage(anyhow!(
+            "provider.api: unknown api {:?}",
+            config.provider.api
+        )));
     };
     let compat = config.provider.compat;
     if api == ProviderApi::AnthropicMessages && compat != ProviderCompat::Openai {

@@ -18,6 +18,7 @@ mod documents;
 mod external_export;
 mod foundation;
 mod full_disk;
+mod inspect;
 mod live;
 mod memory_decisions;
 mod pair;
