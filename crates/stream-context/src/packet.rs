@@ -4,6 +4,7 @@
 //! here: the packet only says whether a target exists.
 
 use base64::Engine as _;
+use stream_core::annotation;
 use stream_core::payload::ProposalKind;
 use stream_protocol::{
     Capability, HistoryMessage, HistoryToolCall, Image, MAX_CALLS, MAX_IMAGE_BYTES, OutputMode,
@@ -17,22 +18,11 @@ use stream_store::Read;
 use crate::history::NORMALIZED_RESULT;
 use crate::{ContextError, Snapshot, Turn, UserTurn};
 
-/// Explains the annotations to the model; part of every system prompt.
-const ANNOTATION_GUIDE: &str = "Annotations in ⟨…⟩ are added by the system so you can cite exact ids \
-as evidence_event_ids or target_output. Never write such annotations yourself.";
-
 /// How an owner message is shown to the model: its id annotation, a photo
-/// marker, then its text.
+/// marker, then its text or caption with any annotation look-alike
+/// neutralized ([`annotation::owner_message`]).
 pub fn user_text(turn: &UserTurn) -> String {
-    let mut text = format!("⟨message {}⟩", turn.event_id);
-    if turn.image.is_some() {
-        text.push_str(" ⟨photo attached⟩");
-    }
-    if let Some(body) = &turn.text {
-        text.push('\n');
-        text.push_str(body);
-    }
-    text
+    annotation::owner_message(&turn.event_id, turn.image.is_some(), turn.text.as_deref())
 }
 
 fn image(store: &dyn Read, turn: &UserTurn) -> Result<Option<Image>, ContextError> {
@@ -61,11 +51,13 @@ pub fn system_prompt(snapshot: &Snapshot) -> String {
         system.push_str(memory.text.trim_end());
     }
     system.push_str("\n\n");
-    system.push_str(ANNOTATION_GUIDE);
+    system.push_str(annotation::GUIDE);
     system
 }
 
-/// The neutral history of the snapshot's transcript. A reply whose
+/// The neutral history of the snapshot's transcript: every owner text and
+/// effective reply text with annotation look-alikes neutralized, the
+/// system's own annotations real. A reply whose
 /// completed-run receipt named proposals gets its canonical tool calls, one
 /// normalized result per call, then its delivered text; any other reply is
 /// text only, whatever the text claims.
@@ -99,9 +91,10 @@ pub fn history(snapshot: &Snapshot) -> Vec<HistoryMessage> {
                     }
                 }
                 messages.push(HistoryMessage::Assistant {
-                    text: Some(format!(
-                        "⟨reply output {} receipt {}⟩\n{}",
-                        reply.output_event_id, reply.delivery_receipt_event_id, reply.text
+                    text: Some(annotation::reply(
+                        &reply.output_event_id,
+                        &reply.delivery_receipt_event_id,
+                        &reply.text,
                     )),
                     tool_calls: Vec::new(),
                 });

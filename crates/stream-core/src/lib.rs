@@ -6,8 +6,9 @@
 //! event envelope ([`event::NewEvent`], [`event::StoredEvent`]) and a strict
 //! payload type for every event of the catalog ([`payload`]), and the one
 //! strict parser of model-written JSON, which refuses a repeated key
-//! ([`json`]), and the one rendering rule for untrusted text on a terminal
-//! ([`terminal`]).
+//! ([`json`]), the one rendering rule for untrusted text on a terminal
+//! ([`terminal`]), and the system's annotations in what the model reads with
+//! the one rule that neutralizes them in untrusted text ([`annotation`]).
 //!
 //! Start with [`event::Payload`]: it ties each payload type to its catalog
 //! row (type, version, authorship, sensitivity, identity key).
@@ -16,6 +17,7 @@
 
 #![deny(missing_docs)]
 
+pub mod annotation;
 pub mod canon;
 pub mod event;
 pub mod ids;

@@ -59,6 +59,16 @@ impl<const MIN: usize, const MAX: usize> BoundedText<MIN, MAX> {
     pub fn char_len(&self) -> usize {
         char_len(&self.0)
     }
+
+    /// The text with its annotation delimiters neutralized
+    /// ([`crate::annotation::neutralize`]): one character for one, so the
+    /// bounds still hold.
+    pub fn with_annotations_neutralized(self) -> Self {
+        match crate::annotation::neutralize(&self.0) {
+            std::borrow::Cow::Owned(text) => Self(text),
+            std::borrow::Cow::Borrowed(_) => self,
+        }
+    }
 }
 
 impl<const MIN: usize, const MAX: usize> fmt::Debug for BoundedText<MIN, MAX> {
@@ -163,6 +173,16 @@ mod tests {
     fn debug_never_shows_content() {
         let text = ReasonText::new("canary-debug-7f3a").unwrap();
         assert_eq!(format!("{text:?}"), "BoundedText<1,1000>(len=17)");
+    }
+
+    #[test]
+    fn a_reply_at_its_bound_stays_within_it_once_neutralized() {
+        let full = ReplyText::new("⟨⟩".repeat(2048)).unwrap();
+        let out = full.with_annotations_neutralized();
+        assert_eq!(out.as_str(), "‹›".repeat(2048));
+        assert_eq!(out.char_len(), 4096);
+        let plain = ReplyText::new("Canberra.").unwrap();
+        assert_eq!(plain.with_annotations_neutralized().as_str(), "Canberra.");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! - system: the declaration's prompt alone — no `memory.md` (its content
 //!   includes accepted memory proposals) and no annotation guide;
 //! - each owner message: its text (after `⟨photo attached⟩` when it had a
-//!   photo), without the internal `⟨message …⟩` annotation;
+//!   photo, look-alikes neutralized as the model saw them), without the
+//!   internal `⟨message …⟩` annotation;
 //! - each earlier reply: the text originally delivered, or the replacement
 //!   of an externally eligible judgment when that is what the model saw —
 //!   never an accepted self-correction, which is private — without the
@@ -17,8 +18,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use stream_context::{Snapshot, Turn, UserTurn};
-use stream_core::EventId;
 use stream_core::payload::MessageObservation;
+use stream_core::{EventId, annotation};
 use stream_store::Read;
 
 use crate::example::ChatMessage;
@@ -48,12 +49,7 @@ pub(crate) enum TranscriptError {
 }
 
 fn user_text(turn: &UserTurn) -> String {
-    match (&turn.image, &turn.text) {
-        (Some(_), Some(text)) => format!("⟨photo attached⟩\n{text}"),
-        (Some(_), None) => "⟨photo attached⟩".to_owned(),
-        (None, Some(text)) => text.clone(),
-        (None, None) => String::new(),
-    }
+    annotation::owner_message_without_id(turn.image.is_some(), turn.text.as_deref())
 }
 
 /// The external messages of one example.

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use stream_core::annotation;
 use stream_core::payload::{
     CorrectionProposed, CorrectionTarget, EvidenceIds, FocusAuthority, FocusDeclaration,
     FocusDeclarationProposed, FocusResolution, MemoryChangeProposed, MemoryOperation, MemoryTarget,
@@ -150,8 +151,9 @@ pub struct Settlement {
 
 impl Settlement {
     /// Assembles the settlement of a model run. Visible text is kept as the
-    /// reply with nothing appended; a tool-only completion gets the fixed
-    /// acknowledgment.
+    /// reply with nothing appended, its annotation delimiters neutralized
+    /// (so the stored, sent and replayed texts are the same bytes); a
+    /// tool-only completion gets the fixed acknowledgment.
     pub fn assemble(
         facts: &RunFacts,
         completion: &ValidatedCompletion,
@@ -161,7 +163,7 @@ impl Settlement {
             return Err(SettleError::DuplicateKind);
         }
         let (text, origin) = match &completion.text {
-            Some(text) => (text.clone(), TextOrigin::Model),
+            Some(text) => (neutralized(facts, text), TextOrigin::Model),
             None => {
                 let ack = acknowledgment(&kinds).ok_or(SettleError::EmptyCompletion)?;
                 (
@@ -252,6 +254,22 @@ impl Settlement {
     pub fn proposals(&self) -> &[NewEvent] {
         &self.events[1..self.events.len() - 1]
     }
+}
+
+/// The model's visible text with annotation look-alikes neutralized: the
+/// reply must not pass a forged `⟨…⟩` to the owner or to later history.
+/// Neutralized rather than refused: a refusal would turn a harmless copy
+/// into a failed run. The log says how many, never what.
+fn neutralized(facts: &RunFacts, text: &ReplyText) -> ReplyText {
+    let out = text.clone().with_annotations_neutralized();
+    if out != *text {
+        tracing::warn!(
+            run = %facts.run_id.short(12),
+            delimiters = text.as_str().matches([annotation::OPEN, annotation::CLOSE]).count(),
+            "visible text carried annotation delimiters; neutralized"
+        );
+    }
+    out
 }
 
 fn output_event(

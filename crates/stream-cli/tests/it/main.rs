@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod activation;
+mod annotations;
 mod attempt;
 mod backup;
 mod common;
