@@ -4,6 +4,7 @@
 //! the exact request of a turn, the live tail's resume, and hostile text
 //! rendered inert. `browser` drives the same pages in headless Chromium.
 
+mod browser;
 mod client;
 mod http;
 
