@@ -121,4 +121,43 @@ mod tests {
         assert_eq!(reader.last_position().unwrap(), 1);
         assert!(reader.control("k").unwrap().is_none());
     }
+
+    /// The server ends the session: the reconnected one is read-only
+    /// again (the setup runs at every connection), and `data_version`
+    /// reports the change.
+    #[test]
+    fn a_reconnected_session_is_read_only_again() {
+        let Some(url) = crate::pgtest::fresh_url() else {
+            return;
+        };
+        drop(PostgresStore::open(&url).unwrap());
+        let reader = PostgresReader::open(&url).unwrap();
+        let before = reader.data_version().unwrap();
+        let db = url.rsplit("dbname=").next().unwrap().to_owned();
+        let ended: i64 = crate::pgtest::server()
+            .unwrap()
+            .admin()
+            .query_one(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1 AND application_name = 'thestream-read-only') t",
+                &[&db],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(ended, 1);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        // The first call may meet the dead connection; the next reconnects.
+        let after = reader
+            .data_version()
+            .or_else(|_| reader.data_version())
+            .unwrap();
+        assert_ne!(after, before);
+        let code = reader
+            .raw(|c| {
+                let err = c.client()?.batch_execute("DELETE FROM events").err();
+                Ok(err.and_then(|e| e.code().map(|code| code.code().to_owned())))
+            })
+            .unwrap();
+        assert_eq!(code.as_deref(), Some("25006"));
+    }
 }
