@@ -1,6 +1,9 @@
 //! The configured store, whichever backend holds it.
 
-use stream_store::{PostgresStore, SqliteStore, Store, StoreError, Tx};
+use stream_store::{PostgresStore, ReadOnlyStore, SqliteStore, Store, StoreError, Tx};
+
+use crate::config::{Config, StoreBackend};
+use crate::exit::Failure;
 
 /// The store `[store] backend` names.
 #[derive(Debug)]
@@ -41,5 +44,57 @@ impl Store for OpenedStore {
 
     fn has_room(&self) -> Result<bool, StoreError> {
         self.inner().has_room()
+    }
+}
+
+/// Opens the configured store for reading only (`thestream inspect`):
+/// the SQLite file in the data dir, or the PostgreSQL database whose URL
+/// is in the variable `[store] url_env` names. Unlike
+/// [`crate::cmd::open_store`] it creates and tightens nothing, the data
+/// dir included: a missing store or one of an older schema is refused
+/// (exit 2, saying to run `serve` once).
+#[allow(
+    dead_code,
+    reason = "called by `thestream inspect` (issue 40), being added"
+)]
+pub fn open_read_only(config: &Config) -> Result<ReadOnlyStore, Failure> {
+    Ok(match config.store.backend {
+        StoreBackend::Sqlite => ReadOnlyStore::open_sqlite(&config.store_path())?,
+        StoreBackend::Postgres => {
+            let url = crate::cmd::secret(&config.store.url_env, "store.url_env")?;
+            ReadOnlyStore::open_postgres(&url)?
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn config(data_dir: &Path) -> Config {
+        let text = format!("data_dir = {:?}\n", data_dir.display().to_string());
+        Config::parse(&text, Path::new("thestream.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_missing_store_is_a_usage_error_and_nothing_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let refused = open_read_only(&config(&data)).unwrap_err();
+        assert!(matches!(refused, Failure::Usage(_)), "{refused:?}");
+        assert!(refused.error().to_string().contains("serve"));
+        assert!(!data.exists(), "the data dir is not created");
+    }
+
+    #[test]
+    fn the_store_serve_made_opens_read_only() {
+        use stream_store::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(dir.path());
+        drop(SqliteStore::open(&config.store_path()).unwrap());
+        let store = open_read_only(&config).unwrap();
+        assert_eq!(store.last_position().unwrap(), 0);
     }
 }

@@ -178,7 +178,7 @@ pub(crate) fn read_events(c: &Connection, q: &EventQuery) -> Result<Vec<StoredEv
 
 /// Events after a position, in position order, each with its position
 /// (read after the event's own columns).
-static EVENTS_AFTER_POSITION: LazyLock<String> = LazyLock::new(|| {
+pub(crate) static EVENTS_AFTER_POSITION: LazyLock<String> = LazyLock::new(|| {
     let select = SELECT_EVENTS.replacen(EVENT_COLUMNS, &format!("{EVENT_COLUMNS}, e.pos"), 1);
     format!("{select} AND e.pos > ?1 ORDER BY e.pos LIMIT ?2")
 });

@@ -94,3 +94,36 @@ fn a_cached_statement_is_not_compiled_again_for_new_bindings() {
         }
     }
 }
+
+/// Paging by position seeks the rowid b-tree from the position on; the
+/// last position is read from its end: neither walks the history.
+#[test]
+fn reading_by_position_seeks_the_rowid() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    for (sql, args, expected) in [
+        (
+            crate::sqlite_events::EVENTS_AFTER_POSITION.as_str(),
+            &[1, 100][..],
+            "SEARCH e USING INTEGER PRIMARY KEY (rowid>?)",
+        ),
+        (
+            "SELECT COALESCE(MAX(pos), 0) FROM events",
+            &[],
+            "SEARCH events",
+        ),
+    ] {
+        let plan: Vec<String> = store.with_reader(|c| {
+            let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            stmt.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        });
+        assert!(plan.iter().any(|step| step == expected), "{plan:?}");
+        assert!(
+            plan.iter().all(|step| !step.starts_with("SCAN")),
+            "{plan:?}"
+        );
+    }
+}

@@ -10,6 +10,7 @@
 
 mod connect;
 mod read;
+pub(crate) mod readonly;
 mod schema;
 mod session;
 pub(crate) mod usage;
@@ -101,6 +102,34 @@ impl PostgresStore {
     pub fn label(&self) -> &str {
         &self.label
     }
+}
+
+/// Counts the commit notifications `listener` has received (every commit
+/// through any store on this database sends one; listening needs no
+/// privilege, so a read-only role's session counts them too), plus its
+/// reconnections: notifications sent while it was disconnected are lost,
+/// so a new connection counts as a change. `commits` keeps the count.
+fn commits_seen(listener: &Session, commits: &Mutex<u64>) -> Result<u64, StoreError> {
+    let (seen, generation) = listener.call(|c| {
+        let client = c.client()?;
+        let mut seen = 0u64;
+        // An empty round trip: the nonblocking iterator below does not
+        // drive the socket itself, this reads what the server sent.
+        client.batch_execute("").map_err(backend)?;
+        {
+            let mut notifications = client.notifications();
+            let mut iter = notifications.iter();
+            while let Some(n) = iter.next().map_err(backend)? {
+                if n.channel() == COMMITS {
+                    seen += 1;
+                }
+            }
+        }
+        Ok((seen, c.generation()))
+    })?;
+    let mut commits = lock(commits);
+    *commits = commits.wrapping_add(seen);
+    Ok(commits.wrapping_add(generation))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -212,6 +241,7 @@ macro_rules! impl_read {
 
 impl_read!(PostgresStore);
 impl_read!(PgTx<'_>);
+impl_read!(readonly::PostgresReader);
 
 impl Store for PostgresStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
@@ -228,32 +258,10 @@ impl Store for PostgresStore {
         }))
     }
 
-    /// Counts the commit notifications the reader has received (every
-    /// commit through any store on this database sends one), plus its
-    /// reconnections: notifications sent while it was disconnected are
-    /// lost, so a new connection counts as a change.
     fn data_version(&self) -> Result<u64, StoreError> {
-        let (seen, generation) = self.reader.call(|c| {
-            let client = c.client()?;
-            let mut seen = 0u64;
-            // An empty round trip: the nonblocking iterator below does not
-            // drive the socket itself, this reads what the server sent.
-            client.batch_execute("").map_err(backend)?;
-            {
-                let mut notifications = client.notifications();
-                let mut iter = notifications.iter();
-                while let Some(n) = iter.next().map_err(backend)? {
-                    if n.channel() == COMMITS {
-                        seen += 1;
-                    }
-                }
-            }
-            Ok((seen, c.generation()))
-        })?;
-        let mut commits = lock(&self.commits);
-        *commits = commits.wrapping_add(seen);
-        Ok(commits.wrapping_add(generation))
+        commits_seen(&self.reader, &self.commits)
     }
+
     /// The server's disk is not visible from here. A server out of space
     /// refuses the receipt's commit, so a reply sent then is sent again
     /// once it has room (at-least-once, as after a crash).

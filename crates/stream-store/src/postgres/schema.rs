@@ -1,7 +1,7 @@
 //! The PostgreSQL schema, versioned and applied at open under an advisory
 //! lock, so two processes opening one empty database create it once.
 
-use postgres::Client;
+use postgres::{Client, GenericClient};
 
 use super::backend;
 use crate::StoreError;
@@ -123,8 +123,25 @@ pub(crate) fn migrate(client: &mut Client, label: &str) -> Result<(), StoreError
     tx.commit().map_err(backend)
 }
 
+/// For a read-only session: the database holds a thestream store at
+/// exactly this build's schema. Refuses a foreign database and a newer
+/// schema as [`migrate`] does, an empty database as no store, and an older
+/// schema (only a writing open migrates). Reads only.
+pub(crate) fn check_readable(client: &mut Client, label: &str) -> Result<(), StoreError> {
+    let found = current_version(client, label)?;
+    let supported = PG_SCHEMA_VERSION;
+    match found {
+        0 => Err(StoreError::NoStore {
+            path: label.to_owned(),
+        }),
+        found if found > supported => Err(StoreError::NewerSchema { found, supported }),
+        found if found < supported => Err(StoreError::OlderSchema { found, supported }),
+        _ => Ok(()),
+    }
+}
+
 /// The schema version in the database: 0 when it is empty.
-fn current_version(tx: &mut postgres::Transaction<'_>, label: &str) -> Result<u32, StoreError> {
+fn current_version(tx: &mut impl GenericClient, label: &str) -> Result<u32, StoreError> {
     let foreign = || StoreError::ForeignDatabase {
         path: label.to_owned(),
     };

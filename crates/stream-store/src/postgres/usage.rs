@@ -2,6 +2,7 @@
 //! reports for SQLite); the "file" is the database's size on the server.
 
 use super::read::query;
+use super::session::Session;
 use super::{PostgresStore, backend};
 use crate::{StoreError, StoreUsage};
 
@@ -29,27 +30,33 @@ pub(crate) const USAGE: &str = "WITH kinds AS (SELECT octet_length(bytes) AS n, 
 impl PostgresStore {
     /// The database's size and its bytes by kind.
     pub fn usage(&self) -> Result<StoreUsage, StoreError> {
-        self.reader.call(|c| {
-            let rows = query(c, USAGE, &[])?;
-            let row = rows
-                .first()
-                .ok_or_else(|| StoreError::Backend("usage query returned nothing".into()))?;
-            let n = |i: usize| -> Result<u64, StoreError> {
-                let v: i64 = row.try_get(i).map_err(backend)?;
-                Ok(u64::try_from(v).unwrap_or(0))
-            };
-            Ok(StoreUsage {
-                file_bytes: n(0)?,
-                events: n(1)?,
-                event_bytes: n(2)?,
-                snapshots: n(3)?,
-                snapshot_parts: n(4)?,
-                snapshot_part_bytes: n(5)?,
-                document_blobs: n(6)?,
-                document_bytes: n(7)?,
-                other_blobs: n(8)?,
-                other_blob_bytes: n(9)?,
-            })
-        })
+        usage_on(&self.reader)
     }
+}
+
+/// The usage report, read on `session` (the store's reader, or a
+/// read-only session).
+pub(crate) fn usage_on(session: &Session) -> Result<StoreUsage, StoreError> {
+    session.call(|c| {
+        let rows = query(c, USAGE, &[])?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::Backend("usage query returned nothing".into()))?;
+        let n = |i: usize| -> Result<u64, StoreError> {
+            let v: i64 = row.try_get(i).map_err(backend)?;
+            Ok(u64::try_from(v).unwrap_or(0))
+        };
+        Ok(StoreUsage {
+            file_bytes: n(0)?,
+            events: n(1)?,
+            event_bytes: n(2)?,
+            snapshots: n(3)?,
+            snapshot_parts: n(4)?,
+            snapshot_part_bytes: n(5)?,
+            document_blobs: n(6)?,
+            document_bytes: n(7)?,
+            other_blobs: n(8)?,
+            other_blob_bytes: n(9)?,
+        })
+    })
 }

@@ -9,6 +9,7 @@ mod common;
 mod migration;
 mod parts;
 mod postgres;
+mod postgres_readonly;
 mod processes;
 mod readonly;
 mod refusals;
