@@ -204,6 +204,73 @@ fn a_hand_edit_makes_a_proposal_stale_in_the_next_list() {
     assert!(shown.contains("+- edited by hand"), "{shown}");
 }
 
+/// `stale` is for pending proposals only: after an accept the current
+/// version is the one it wrote, and nothing decided is applied again. An
+/// accepted (materialized), an accepted whose materialization failed, an
+/// edited (failed) and a rejected proposal on a replaced base: none stale in
+/// `--json`, in the table's flags or in `proposal-show`; a pending one is.
+#[test]
+fn a_decided_proposal_is_never_stale() {
+    let mut s = Scene::new();
+    let failed = s.propose("canary-stale: failed", "asked");
+    let edited = s.propose("canary-stale: edited", "asked");
+    let rejected = s.propose("canary-stale: rejected", "asked");
+    let pending = s.propose("canary-stale: pending", "asked");
+    let decide = |id: &EventId, how: &[&str]| {
+        let mut args = vec!["proposal-decision", "--proposal", id.as_str()];
+        args.extend_from_slice(how);
+        s.run(&args).code
+    };
+    assert_eq!(decide(&s.w.memory, &["--accept"]), 0);
+    assert_ne!(decide(&failed, &["--accept"]), 0);
+    let edit = s.home.path().join("edit.txt");
+    std::fs::write(&edit, "canary-stale: the edit\n").unwrap();
+    assert_ne!(decide(&edited, &["--edit-file", edit.to_str().unwrap()]), 0);
+    assert_eq!(decide(&rejected, &["--reject"]), 0);
+
+    let list = s.json(&["proposal-list", "--all", "--json"]);
+    let by_id = |id: &EventId| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id.as_str())
+            .unwrap()
+            .clone()
+    };
+    for (id, state, outcome) in [
+        (&s.w.memory, "accepted", "materialized"),
+        (&failed, "accepted", "materialization-failed"),
+        (&edited, "edited", "materialization-failed"),
+    ] {
+        let v = by_id(id);
+        assert_eq!(
+            (v["state"].as_str(), v["outcome"].as_str()),
+            (Some(state), Some(outcome))
+        );
+        assert_eq!(v["stale"], false, "{state} {outcome}");
+        assert_eq!(v["flags"], serde_json::json!([]), "{state} {outcome}");
+    }
+    assert_eq!(by_id(&rejected)["state"], "rejected");
+    assert_eq!(by_id(&rejected)["stale"], false);
+    assert_eq!(by_id(&pending)["stale"], true);
+
+    let table = s.ok(&["proposal-list", "--all"]);
+    for line in table.lines().skip(1) {
+        let stale = line.contains(" stale ");
+        assert_eq!(stale, line.starts_with(&pending.as_str()[..12]), "{table}");
+    }
+    for id in [&s.w.memory, &failed, &edited, &rejected] {
+        let shown = s.ok(&["proposal-show", id.as_str()]);
+        assert!(!shown.contains("stale"), "{shown}");
+        let json = s.json(&["proposal-show", id.as_str(), "--json"]);
+        assert_eq!(json["stale"], false);
+        assert_eq!(json["memory"]["changedSinceBase"], Value::Null);
+    }
+    let shown = s.ok(&["proposal-show", pending.as_str()]);
+    assert!(shown.contains("flags     stale"), "{shown}");
+    assert!(shown.contains("stale: memory.md is now version"), "{shown}");
+}
+
 #[test]
 fn memory_log_origins_actors_and_order() {
     let mut s = Scene::new();

@@ -10,7 +10,7 @@ use stream_core::payload::{
     ProposalDecision, ProposalKind,
 };
 use stream_core::terminal::count_hidden;
-use stream_core::{EventId, Payload, SnapshotId, SourceName, StoredEvent};
+use stream_core::{EventId, Payload, SnapshotId, SourceName, StoredEvent, VersionId};
 use stream_store::{EventQuery, Read, StoreError};
 
 use super::evidence::{Evidence, SnapshotCache, resolve_evidence};
@@ -69,7 +69,8 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Flag {
-    /// The memory base is no longer the current `memory.md` version.
+    /// A pending memory proposal's base is no longer the current
+    /// `memory.md` version ([`is_stale`]).
     Stale,
     /// Some text of the proposal holds control, bidi or invisible characters.
     Controls,
@@ -104,7 +105,8 @@ pub struct ProposalView {
     pub state: State,
     /// Outcome, if any.
     pub outcome: Option<Outcome>,
-    /// True when the memory base is no longer the current version.
+    /// True when a pending memory proposal's base is no longer the current
+    /// version ([`is_stale`]; never for a decided one).
     pub stale: bool,
     /// `stale`, `controls`.
     pub flags: Vec<Flag>,
@@ -220,14 +222,30 @@ pub fn rfc3339(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// The one staleness rule (docs/design.md §19): a memory proposal is stale
-/// when its document's current version is no longer its base. Computed
-/// from the pointer as the last scan left it, never stored.
-pub fn is_stale(store: &dyn Read, target: &MemoryTarget) -> Result<bool, StoreError> {
-    Ok(match store.document(&target.document_id)? {
-        Some(doc) => doc.current_version.as_ref() != Some(&target.version_id),
-        None => true,
-    })
+/// The one staleness rule: a memory proposal is stale when it is still
+/// pending and its document's current version (`current`, as the last scan
+/// left the pointer; `None` when the document is gone) is no longer its
+/// base. A decided proposal — accepted, edited or rejected, materialized or
+/// not — is never stale: it will not be applied again, and after an accept
+/// the current version is the one it wrote. This narrows docs/design.md
+/// §19's older sentence ("true when the proposal's memory base is no longer
+/// the current version"), which flagged every materialized proposal.
+/// Computed, never stored.
+pub fn is_stale(state: State, base: &VersionId, current: Option<&VersionId>) -> bool {
+    match state {
+        State::Pending => current != Some(base),
+        State::Accepted | State::Edited | State::Rejected => false,
+    }
+}
+
+/// The current version of `target`'s document, if it still exists.
+pub fn current_version(
+    store: &dyn Read,
+    target: &MemoryTarget,
+) -> Result<Option<VersionId>, StoreError> {
+    Ok(store
+        .document(&target.document_id)?
+        .and_then(|doc| doc.current_version))
 }
 
 /// How much a listing resolves.
@@ -276,7 +294,6 @@ fn view(
         v.operation = Some(json!(p.operation));
         v.proposed_text = Some(p.proposed_text.into_string());
         v.reason = Some(p.reason.into_string());
-        v.stale = is_stale(store, &p.target)?;
         v.memory_target = Some((p.target, p.operation));
         evidence_ids = p.evidence_event_ids.as_slice().to_vec();
     } else if let Ok(p) = event.decode::<CorrectionProposed>() {
@@ -301,13 +318,17 @@ fn view(
     {
         v.evidence = resolve_evidence(store, Some(snapshot_id), snapshots, &evidence_ids)?;
     }
+    decide(store, &mut v)?;
+    if let Some((target, _)) = &v.memory_target {
+        let current = current_version(store, target)?;
+        v.stale = is_stale(v.state, &target.version_id, current.as_ref());
+    }
     if v.stale {
         v.flags.push(Flag::Stale);
     }
     if v.has_controls() {
         v.flags.push(Flag::Controls);
     }
-    decide(store, &mut v)?;
     Ok(Some(v))
 }
 
@@ -423,4 +444,39 @@ pub enum Resolved {
     Ambiguous(usize),
     /// Not 12–64 hex digits.
     BadPrefix,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{State, is_stale};
+    use stream_core::VersionId;
+
+    fn version(digit: char) -> VersionId {
+        VersionId::parse(&digit.to_string().repeat(64)).unwrap()
+    }
+
+    /// One row per state × (base current, base replaced, document gone).
+    #[test]
+    fn only_a_pending_proposal_is_ever_stale() {
+        let (base, other) = (version('a'), version('b'));
+        for (state, current, stale) in [
+            (State::Pending, Some(&base), false),
+            (State::Pending, Some(&other), true),
+            (State::Pending, None, true),
+            // Accepted and materialized: the current version is the one it wrote.
+            (State::Accepted, Some(&other), false),
+            // Accepted, materialization failed (stale-base): still not stale.
+            (State::Accepted, Some(&base), false),
+            (State::Edited, Some(&other), false),
+            (State::Edited, None, false),
+            (State::Rejected, Some(&other), false),
+            (State::Rejected, None, false),
+        ] {
+            assert_eq!(
+                is_stale(state, &base, current),
+                stale,
+                "{state:?} {current:?}"
+            );
+        }
+    }
 }
