@@ -292,11 +292,7 @@ pub fn show_text(s: &ProposalShow, now_ms: i64) -> String {
         block(&mut out, "proposed text", text);
     }
     if let Some(memory) = &s.memory {
-        block(
-            &mut out,
-            "diff of memory.md (frozen base → bytes written on accept)",
-            &memory.diff,
-        );
+        block(&mut out, s.diff_tense().heading(), &memory.diff);
         if let Some(since) = &memory.changed_since_base {
             let _ = writeln!(
                 out,

@@ -271,6 +271,42 @@ fn a_decided_proposal_is_never_stale() {
     assert!(shown.contains("stale: memory.md is now version"), "{shown}");
 }
 
+/// A pending memory change's diff says what accepting would change; an
+/// accepted one's what it changed (or was to change, when materialization
+/// failed); a rejected one's what accepting would have changed.
+#[test]
+fn a_decided_memory_change_s_diff_says_what_it_changed() {
+    let mut s = Scene::new();
+    let failed = s.propose("canary-tense: failed", "asked");
+    let rejected = s.propose("canary-tense: rejected", "asked");
+    for (id, how) in [
+        (&s.w.memory, "--accept"),
+        (&failed, "--accept"),
+        (&rejected, "--reject"),
+    ] {
+        s.run(&["proposal-decision", "--proposal", id.as_str(), how]);
+    }
+    let pending = s.propose("canary-tense: pending", "asked");
+    let shown = s.ok(&["proposal-show", s.w.memory.as_str(), "--show-sensitive"]);
+    golden("show_memory_accepted", &shown);
+    for (id, heading) in [
+        (&pending, "diff of memory.md: what accepting would change:"),
+        (&s.w.memory, "diff of memory.md: what the decision changed:"),
+        (
+            &failed,
+            "diff of memory.md: what the decision was to change (not written):",
+        ),
+        (
+            &rejected,
+            "diff of memory.md: what accepting would have changed:",
+        ),
+    ] {
+        let shown = s.ok(&["proposal-show", id.as_str()]);
+        let headings: Vec<&str> = shown.lines().filter(|l| l.starts_with("diff of")).collect();
+        assert_eq!(headings, [heading], "{shown}");
+    }
+}
+
 #[test]
 fn memory_log_origins_actors_and_order() {
     let mut s = Scene::new();

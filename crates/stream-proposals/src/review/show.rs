@@ -14,7 +14,7 @@ use stream_core::payload::{
 use stream_core::{EventId, VersionId};
 use stream_store::{Read, StoreError};
 
-use super::list::{ProposalView, rfc3339};
+use super::list::{Outcome, ProposalView, State, rfc3339};
 
 /// Who proposed: the run and its provenance.
 #[derive(Debug, Clone, Serialize)]
@@ -119,6 +119,58 @@ pub struct ProposalShow {
     pub proposer: Option<ProposerView>,
     /// The decision, if any.
     pub decision: Option<DecisionView>,
+}
+
+/// What a memory change's diff says, by where the proposal stands: what
+/// accepting would change, what the decision changed (or was, or is, to
+/// change), what accepting would have changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffTense {
+    /// Pending.
+    Would,
+    /// Accepted or edited, and materialized.
+    Changed,
+    /// Accepted or edited, and materialization failed.
+    WasTo,
+    /// Accepted or edited, not materialized yet.
+    WillChange,
+    /// Rejected.
+    WouldHave,
+}
+
+impl DiffTense {
+    /// The tense of a proposal in `state` with `outcome`.
+    pub fn of(state: State, outcome: Option<Outcome>) -> Self {
+        match (state, outcome) {
+            (State::Pending, _) => Self::Would,
+            (State::Rejected, _) => Self::WouldHave,
+            (State::Accepted | State::Edited, Some(Outcome::Materialized)) => Self::Changed,
+            (State::Accepted | State::Edited, Some(Outcome::MaterializationFailed)) => Self::WasTo,
+            (State::Accepted | State::Edited, None | Some(Outcome::JudgmentRecorded)) => {
+                Self::WillChange
+            }
+        }
+    }
+
+    /// The title of the diff.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Self::Would => "diff of memory.md: what accepting would change",
+            Self::Changed => "diff of memory.md: what the decision changed",
+            Self::WasTo => "diff of memory.md: what the decision was to change (not written)",
+            Self::WillChange => {
+                "diff of memory.md: what the decision will change (not yet written)"
+            }
+            Self::WouldHave => "diff of memory.md: what accepting would have changed",
+        }
+    }
+}
+
+impl ProposalShow {
+    /// The tense of this proposal's memory diff.
+    pub fn diff_tense(&self) -> DiffTense {
+        DiffTense::of(self.view.state, self.view.outcome)
+    }
 }
 
 /// Builds the show view of `view` (its memory diff, if any, is added by the
@@ -228,7 +280,42 @@ pub fn word_diff(old: &str, new: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::word_diff;
+    use super::{DiffTense, Outcome, State, word_diff};
+
+    #[test]
+    fn a_diff_s_tense_follows_the_decision_and_its_outcome() {
+        for (state, outcome, tense) in [
+            (State::Pending, None, DiffTense::Would),
+            (
+                State::Accepted,
+                Some(Outcome::Materialized),
+                DiffTense::Changed,
+            ),
+            (
+                State::Edited,
+                Some(Outcome::Materialized),
+                DiffTense::Changed,
+            ),
+            (
+                State::Accepted,
+                Some(Outcome::MaterializationFailed),
+                DiffTense::WasTo,
+            ),
+            (
+                State::Edited,
+                Some(Outcome::MaterializationFailed),
+                DiffTense::WasTo,
+            ),
+            (State::Accepted, None, DiffTense::WillChange),
+            (State::Rejected, None, DiffTense::WouldHave),
+        ] {
+            assert_eq!(
+                DiffTense::of(state, outcome),
+                tense,
+                "{state:?} {outcome:?}"
+            );
+        }
+    }
 
     #[test]
     fn word_diff_marks_removed_and_added_words() {
