@@ -12,7 +12,8 @@ use stream_core::SourceName;
 use stream_core::terminal::{Window, render, shorten, thousands};
 use stream_memory::review::{LogEntry, ReviewError, add_memory_diff, memory_log};
 use stream_proposals::review::{
-    Depth, ProposalShow, ProposalView, Resolved, get, list, marker, show,
+    Depth, ProposalShow, ProposalView, Resolved, candidates, get, list, marker, resolve_prefix,
+    show,
 };
 use stream_store::Read;
 
@@ -36,7 +37,7 @@ pub struct ListArgs {
 /// `proposal-show` arguments.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// The proposal id, or a unique prefix of at least 12 hex digits.
+    /// The proposal id, or a unique prefix of at least 4 hex digits.
     id: String,
     /// One JSON object instead of text.
     #[arg(long)]
@@ -160,20 +161,32 @@ pub fn list_table(views: &[ProposalView], now_ms: i64, visible: bool) -> String 
     out
 }
 
-/// Resolves an id argument; every refusal is exit 2 and prints no content.
-pub fn resolve(store: &dyn Read, prefix: &str) -> Result<stream_core::EventId, Failure> {
-    match stream_proposals::review::resolve_prefix(store, prefix)? {
+/// The fewest hex digits `proposal-show` takes, as git does.
+pub const SHOW_MIN_DIGITS: usize = 4;
+
+/// Resolves the id argument `arg` (named `name` in refusals) to a proposal
+/// through the view model's one resolver; every refusal is exit 2, names
+/// the candidates of an ambiguous prefix, and prints no content.
+pub fn resolve(
+    store: &dyn Read,
+    arg: &str,
+    min_digits: usize,
+    name: &str,
+) -> Result<stream_core::EventId, Failure> {
+    match resolve_prefix(store, arg, min_digits)? {
         Resolved::One(id) => Ok(id),
         Resolved::None => Err(Failure::usage(anyhow!(
             "no proposal has id {}",
-            render(prefix).text
+            render(arg).text
         ))),
-        Resolved::Ambiguous(n) => Err(Failure::usage(anyhow!(
-            "{n} proposals start with {}; give more digits",
-            render(prefix).text
+        Resolved::Ambiguous(ids) => Err(Failure::usage(anyhow!(
+            "{} proposals start with {}: {}; give more digits",
+            ids.len(),
+            render(arg).text,
+            candidates(&ids)
         ))),
-        Resolved::BadPrefix => Err(Failure::usage(anyhow!(
-            "a proposal id must be 12 to 64 hex digits"
+        Resolved::BadPrefix { min_digits } => Err(Failure::usage(anyhow!(
+            "{name} must be {min_digits} to 64 hex digits"
         ))),
     }
 }
@@ -182,7 +195,7 @@ pub fn resolve(store: &dyn Read, prefix: &str) -> Result<stream_core::EventId, F
 /// so a refusal prints nothing but its error.
 pub fn run_show(ctx: &Ctx, args: ShowArgs) -> CmdResult {
     let store = open_scanned(ctx)?;
-    let id = resolve(&store, &args.id)?;
+    let id = resolve(&store, &args.id, SHOW_MIN_DIGITS, "a proposal id")?;
     let view =
         get(&store, &id)?.ok_or_else(|| Failure::usage(anyhow!("no proposal has id {id}")))?;
     let mut shown = show(&store, view)?;

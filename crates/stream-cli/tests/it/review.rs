@@ -380,7 +380,7 @@ fn memory_log_origins_actors_and_order() {
 #[test]
 fn bad_input_exits_without_printing_content() {
     let s = Scene::new();
-    let short = s.run(&["proposal-show", &s.w.memory.as_str()[..11]]);
+    let short = s.run(&["proposal-show", &s.w.memory.as_str()[..3]]);
     assert_eq!(short.code, 2, "{}", short.stderr);
     assert!(short.stdout.is_empty());
     let unknown = s.run(&["proposal-show", "000000000000"]);
@@ -428,6 +428,64 @@ fn bad_input_exits_without_printing_content() {
         run.stderr
     );
     assert!(!run.stderr.contains("canary-"));
+}
+
+/// `proposal-show` resolves ids as git does: a unique prefix of 4 hex
+/// digits or more; an ambiguous one exits 2 naming its candidates (their
+/// short ids); an unknown one exits 2. `proposal-decision` keeps its 12.
+#[test]
+fn proposal_show_takes_a_unique_prefix_of_four_digits() {
+    let mut s = Scene::new();
+    let memory = s.w.memory.clone();
+    let shown = s.json(&["proposal-show", &memory.as_str()[..4], "--json"]);
+    assert_eq!(shown["id"], memory.as_str());
+    for bad in [&memory.as_str()[..3], "ffffffff"] {
+        let run = s.run(&["proposal-show", bad]);
+        assert_eq!(run.code, 2, "{bad}: {}", run.stderr);
+        assert!(run.stdout.is_empty());
+    }
+    let decision = s.run(&[
+        "proposal-decision",
+        "--proposal",
+        &memory.as_str()[..11],
+        "--reject",
+    ]);
+    assert_eq!(decision.code, 2, "{}", decision.stderr);
+    assert!(
+        decision
+            .stderr
+            .contains("--proposal must be 12 to 64 hex digits"),
+        "{}",
+        decision.stderr
+    );
+
+    // Proposals until two share their first 4 digits (ids are derived from
+    // content, so this stops at the same one every run).
+    let mut seen = std::collections::BTreeMap::new();
+    let (first, second) = loop {
+        let id = s.propose(&format!("canary-prefix {}", seen.len()), "asked");
+        if let Some(other) = seen.insert(id.as_str()[..4].to_owned(), id.clone()) {
+            break (other, id);
+        }
+        assert!(seen.len() < 3_000, "no 4-digit collision");
+    };
+    let run = s.run(&["proposal-show", &first.as_str()[..4]]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+    let mut named = [
+        first.as_str()[..12].to_owned(),
+        second.as_str()[..12].to_owned(),
+    ];
+    named.sort();
+    let expected = format!(
+        "2 proposals start with {}: {}, {}; give more digits",
+        &first.as_str()[..4],
+        named[0],
+        named[1]
+    );
+    assert!(run.stderr.contains(&expected), "{}", run.stderr);
+    assert!(!run.stderr.contains("canary-"));
+    eprintln!("4-digit collision after {} proposals", seen.len());
 }
 
 /// `serde_json` escapes only C0 controls: a C1 CSI (U+009B), a bidi override

@@ -406,11 +406,21 @@ const PROPOSAL_TYPES: [&str; 3] = [
     FocusDeclarationProposed::TYPE,
 ];
 
-/// Resolves a full id or a unique prefix of at least 12 hex digits.
-pub fn resolve_prefix(store: &dyn Read, prefix: &str) -> Result<Resolved, StoreError> {
+/// Resolves a full id or a unique prefix of at least `min_digits` hex
+/// digits, as git resolves a commit: `proposal-show` takes 4,
+/// `proposal-decision` (an authority action, its interface fixed) 12.
+/// Case is ignored.
+pub fn resolve_prefix(
+    store: &dyn Read,
+    prefix: &str,
+    min_digits: usize,
+) -> Result<Resolved, StoreError> {
     let prefix = prefix.to_ascii_lowercase();
-    if prefix.len() < 12 || prefix.len() > 64 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Ok(Resolved::BadPrefix);
+    if prefix.len() < min_digits.max(1)
+        || prefix.len() > 64
+        || !prefix.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Ok(Resolved::BadPrefix { min_digits });
     }
     // A full id is one indexed read, not a pass over every proposal.
     if let Ok(id) = EventId::parse(&prefix) {
@@ -421,16 +431,24 @@ pub fn resolve_prefix(store: &dyn Read, prefix: &str) -> Result<Resolved, StoreE
             Some(_) | None => Resolved::None,
         });
     }
-    let matches: Vec<EventId> = proposal_events(store)?
-        .into_iter()
-        .map(|e| e.event.id)
-        .filter(|id| id.as_str().starts_with(&prefix))
-        .collect();
-    Ok(match matches.as_slice() {
-        [one] => Resolved::One(one.clone()),
-        [] => Resolved::None,
-        _ => Resolved::Ambiguous(matches.len()),
-    })
+    Ok(among(
+        proposal_events(store)?.into_iter().map(|e| e.event.id),
+        &prefix,
+    ))
+}
+
+/// The ids of `ids` that start with `prefix` (lowercase hex), as a
+/// resolution; several are sorted.
+fn among(ids: impl Iterator<Item = EventId>, prefix: &str) -> Resolved {
+    let mut matches: Vec<EventId> = ids.filter(|id| id.as_str().starts_with(prefix)).collect();
+    if matches.len() > 1 {
+        matches.sort();
+        return Resolved::Ambiguous(matches);
+    }
+    match matches.pop() {
+        Some(one) => Resolved::One(one),
+        None => Resolved::None,
+    }
 }
 
 /// The result of resolving a proposal id prefix.
@@ -440,16 +458,64 @@ pub enum Resolved {
     One(EventId),
     /// No proposal has this prefix.
     None,
-    /// Several do.
-    Ambiguous(usize),
-    /// Not 12–64 hex digits.
-    BadPrefix,
+    /// Several do: all of them, sorted.
+    Ambiguous(Vec<EventId>),
+    /// Not `min_digits` to 64 hex digits.
+    BadPrefix {
+        /// The fewest digits accepted.
+        min_digits: usize,
+    },
+}
+
+/// How many candidates an ambiguous prefix names before "and N more".
+pub const CANDIDATES_SHOWN: usize = 10;
+
+/// The candidates of an ambiguous prefix as a person reads them: their
+/// 12-digit short ids, at most [`CANDIDATES_SHOWN`], then `and N more`.
+pub fn candidates(ids: &[EventId]) -> String {
+    let mut out = ids
+        .iter()
+        .take(CANDIDATES_SHOWN)
+        .map(|id| id.short(12))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() > CANDIDATES_SHOWN {
+        out.push_str(&format!(" and {} more", ids.len() - CANDIDATES_SHOWN));
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{State, is_stale};
-    use stream_core::VersionId;
+    use super::{Resolved, State, among, candidates, is_stale};
+    use stream_core::{EventId, VersionId};
+
+    fn event_id(hex: &str) -> EventId {
+        EventId::parse(&format!("{hex:0<64}")).unwrap()
+    }
+
+    #[test]
+    fn a_prefix_resolves_to_one_none_or_every_candidate() {
+        let ids = ["3f9a1c", "3f9b00", "3f9a1d", "0000aa"].map(event_id);
+        let of = |prefix: &str| among(ids.iter().cloned(), prefix);
+        assert_eq!(of("3f9b"), Resolved::One(ids[1].clone()));
+        assert_eq!(of("3f9a1d"), Resolved::One(ids[2].clone()));
+        assert_eq!(of("4000"), Resolved::None);
+        assert_eq!(
+            of("3f9a"),
+            Resolved::Ambiguous(vec![ids[0].clone(), ids[2].clone()])
+        );
+    }
+
+    #[test]
+    fn candidates_name_ten_short_ids_then_how_many_more() {
+        let ids: Vec<EventId> = (0..13).map(|i| event_id(&format!("abcd{i:02}"))).collect();
+        assert_eq!(candidates(&ids[..2]), "abcd00000000, abcd01000000");
+        let many = candidates(&ids);
+        assert!(many.starts_with("abcd00000000, abcd01000000, "), "{many}");
+        assert!(many.ends_with(", abcd09000000 and 3 more"), "{many}");
+        assert_eq!(many.matches(", ").count(), 9);
+    }
 
     fn version(digit: char) -> VersionId {
         VersionId::parse(&digit.to_string().repeat(64)).unwrap()
