@@ -18,13 +18,13 @@ use crate::common::{Home, Run};
 /// The `memory.md` version `World` records.
 const WORLD_MEMORY: &str = "---\nid: memory-1\n---\n# Memory\n";
 
-struct Scene {
-    home: Home,
-    w: World,
+pub(crate) struct Scene {
+    pub(crate) home: Home,
+    pub(crate) w: World,
 }
 
 impl Scene {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let home = Home::init();
         std::fs::create_dir_all(home.path().join(".thestream")).unwrap();
         let w = World::at(&home.path().join(".thestream/store.db"));
@@ -32,17 +32,17 @@ impl Scene {
         Self { home, w }
     }
 
-    fn memory_path(&self) -> PathBuf {
+    pub(crate) fn memory_path(&self) -> PathBuf {
         self.home.path().join("context/memory.md")
     }
 
-    fn run(&self, args: &[&str]) -> Run {
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
         let run = self.home.run(args);
         assert_no_raw_controls(&run);
         run
     }
 
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let run = self.run(args);
         assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
         run.stdout
@@ -53,7 +53,7 @@ impl Scene {
     }
 
     /// A new run (with a reply) whose one proposal is this memory change.
-    fn propose(&mut self, text: &str, reason: &str) -> EventId {
+    pub(crate) fn propose(&mut self, text: &str, reason: &str) -> EventId {
         let trigger = self.w.base.message("Please remember this.");
         let (settlement, _) = self.w.base.settle_run(&trigger, Some("Noted."), |s| {
             vec![ValidatedProposal::Memory {
@@ -80,7 +80,7 @@ fn assert_no_raw_controls(run: &Run) {
 }
 
 /// Times and ages vary from run to run.
-fn golden(name: &str, text: &str) {
+pub(crate) fn golden(name: &str, text: &str) {
     insta::with_settings!({filters => vec![
         (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[time]"),
         (r"\b\d+ (s|min|h|d)\b", "[age]"),
@@ -91,7 +91,7 @@ fn golden(name: &str, text: &str) {
 
 /// `\r` overwriting a line, `ESC[8m` concealing one, U+202E reversing one,
 /// and 40 lines: everything a reviewer could be made to miss.
-fn hostile() -> String {
+pub(crate) fn hostile() -> String {
     let mut text = String::from(
         "- harmless line\rcanary-hidden-by-cr\n\u{1b}[8mcanary-concealed\u{1b}[0m\n\u{202e}txet desrever",
     );

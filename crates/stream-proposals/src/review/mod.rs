@@ -19,4 +19,4 @@ pub use list::{
     current_version, decision_id, get, is_stale, list, proposal_events, resolve_prefix, rfc3339,
 };
 pub use redact::marker;
-pub use show::{DiffTense, MemoryDiff, ProposalShow, ProposerView, show, word_diff};
+pub use show::{DiffLine, DiffTense, MemoryDiff, ProposalShow, ProposerView, show, word_diff};

@@ -173,6 +173,48 @@ impl ProposalShow {
     }
 }
 
+/// What a line of a unified diff is, for a renderer to style it the same on
+/// a terminal and on a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffLine {
+    /// `---`/`+++` before the first hunk, and `@@` hunk headers.
+    Header,
+    /// `+` in a hunk.
+    Added,
+    /// `-` in a hunk.
+    Removed,
+    /// Unchanged, `\ No newline at end of file`, or not a diff at all (a
+    /// `[sensitive: N chars]` marker).
+    Context,
+}
+
+impl DiffLine {
+    /// The kind of each line of `diff` (split at `\n`): `---`/`+++` are
+    /// headers only before the first hunk, so that a removed line `-- x`
+    /// is not taken for one.
+    pub fn kinds(diff: &str) -> Vec<DiffLine> {
+        let mut in_hunk = false;
+        diff.split('\n')
+            .map(|line| {
+                if line.starts_with("@@") {
+                    in_hunk = true;
+                    return Self::Header;
+                }
+                match (in_hunk, line.as_bytes().first()) {
+                    (false, Some(b'-' | b'+'))
+                        if line.starts_with("---") || line.starts_with("+++") =>
+                    {
+                        Self::Header
+                    }
+                    (true, Some(b'+')) => Self::Added,
+                    (true, Some(b'-')) => Self::Removed,
+                    (_, _) => Self::Context,
+                }
+            })
+            .collect()
+    }
+}
+
 /// Builds the show view of `view` (its memory diff, if any, is added by the
 /// caller).
 pub fn show(store: &dyn Read, view: ProposalView) -> Result<ProposalShow, StoreError> {
@@ -280,7 +322,20 @@ pub fn word_diff(old: &str, new: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{DiffTense, Outcome, State, word_diff};
+    use super::{DiffLine, DiffTense, Outcome, State, word_diff};
+
+    #[test]
+    fn diff_lines_are_headers_only_before_the_first_hunk() {
+        let diff = "--- a\n+++ b\n@@ -1,2 +1,2 @@\n same\n--- removed dashes\n+++ added pluses\n\\ No newline at end of file\n";
+        use DiffLine::{Added, Context, Header, Removed};
+        assert_eq!(
+            DiffLine::kinds(diff),
+            [
+                Header, Header, Header, Context, Removed, Added, Context, Context
+            ]
+        );
+        assert_eq!(DiffLine::kinds("[sensitive: 12 chars]"), [Context]);
+    }
 
     #[test]
     fn a_diff_s_tense_follows_the_decision_and_its_outcome() {
