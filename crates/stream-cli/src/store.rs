@@ -53,10 +53,6 @@ impl Store for OpenedStore {
 /// [`crate::cmd::open_store`] it creates and tightens nothing, the data
 /// dir included: a missing store or one of an older schema is refused
 /// (exit 2, saying to run `serve` once).
-#[allow(
-    dead_code,
-    reason = "called by `thestream inspect` (issue 40), being added"
-)]
 pub fn open_read_only(config: &Config) -> Result<ReadOnlyStore, Failure> {
     Ok(match config.store.backend {
         StoreBackend::Sqlite => ReadOnlyStore::open_sqlite(&config.store_path())?,

@@ -6,7 +6,9 @@
 //! other invisible format characters. [`render`] shows every such character
 //! as a visible escape (`\r`, `\u{1b}`, `\u{202e}`) and counts them;
 //! [`shorten`] is the same rendering cut to a window, always ending with how
-//! much was left out and the command that shows it all — never a silent cut.
+//! much was left out and the command that shows it all — never a silent cut;
+//! [`shorten_to_columns`] cuts one line to a terminal's width the same way.
+//! [`render_styled`] escapes first and only then colours whole lines.
 //!
 //! Pure: no I/O. Everything that prints model- or user-written text to a
 //! terminal calls these functions.
@@ -232,17 +234,141 @@ pub fn shorten(text: &str, window: Window, see: &str) -> Rendered {
         if !out.is_empty() {
             out.push(if more_lines > 0 { '\n' } else { ' ' });
         }
-        let _ = match more_lines {
-            0 => write!(out, "… {} more chars: {see}", thousands(more_chars)),
-            1 => write!(out, "… 1 more line, {} chars: {see}", thousands(more_chars)),
-            n => write!(
-                out,
-                "… {n} more lines, {} chars: {see}",
-                thousands(more_chars)
-            ),
-        };
+        announce(&mut out, more_lines, more_chars, Some(see));
     }
     Rendered { text: out, escaped }
+}
+
+/// The one wording of a cut: `… 14 more lines, 2,310 chars: SEE` (without
+/// `: SEE` when `see` is `None`).
+fn announce(out: &mut String, more_lines: usize, more_chars: usize, see: Option<&str>) {
+    let chars = thousands(more_chars);
+    let _ = match more_lines {
+        0 => write!(out, "… {chars} more chars"),
+        1 => write!(out, "… 1 more line, {chars} chars"),
+        n => write!(out, "… {n} more lines, {chars} chars"),
+    };
+    if let Some(see) = see {
+        let _ = write!(out, ": {see}");
+    }
+}
+
+/// The terminal columns `rendered` (text from [`render`] or [`shorten`])
+/// takes on one line: wide characters count two, a tab its widest (8).
+pub fn columns(rendered: &str) -> usize {
+    rendered
+        .chars()
+        .map(|c| match c {
+            '\t' => 8,
+            c => unicode_width::UnicodeWidthChar::width(c).unwrap_or(0),
+        })
+        .sum()
+}
+
+/// The fewest columns [`shorten_to_columns`] leaves for text before it
+/// drops `: SEE` from its announcement.
+const MIN_TEXT_COLUMNS: usize = 16;
+
+/// The first line of `text`, [`render`]ed and cut to at most `line_chars`
+/// characters and to at most `columns` terminal columns, announcement
+/// included, on one line (`… 3 more lines, 120 chars: SEE` follows after a
+/// space). The announcement names `see` when that leaves at least 16
+/// columns of text, or the whole window's (else only the counts: a table
+/// names the id anyway).
+/// When even the bare announcement is wider than `columns`, it is given
+/// whole: a cut is never silent. `escaped` counts the whole text's hidden
+/// characters, as in [`shorten`].
+pub fn shorten_to_columns(text: &str, line_chars: usize, columns: usize, see: &str) -> Rendered {
+    let first = text.split('\n').next().unwrap_or_default();
+    let more_lines = text.split('\n').count() - 1;
+    let total_chars = text.chars().count();
+    // The rendered form of each shown character and the columns up to it.
+    let mut pieces: Vec<(String, usize)> = Vec::new();
+    let mut width = 0;
+    for c in first.chars().take(line_chars) {
+        let piece = render(c.encode_utf8(&mut [0; 4])).text;
+        width += self::columns(&piece);
+        if width > columns {
+            break;
+        }
+        pieces.push((piece, width));
+    }
+    let fit = |see: Option<&str>| {
+        (0..=pieces.len()).rev().find_map(|k| {
+            let shown = if k == 0 { 0 } else { pieces[k - 1].1 };
+            let more_chars = total_chars - k;
+            if more_chars == 0 {
+                return Some((k, String::new()));
+            }
+            let mut tail = String::from(if k == 0 { "" } else { " " });
+            announce(&mut tail, more_lines, more_chars, see);
+            (shown + self::columns(&tail) <= columns).then_some((k, tail))
+        })
+    };
+    let window_chars = first.chars().take(line_chars).count();
+    let with_see = fit(Some(see)).filter(|&(k, _)| {
+        k == window_chars || (k > 0 && pieces[k - 1].1 >= MIN_TEXT_COLUMNS.min(columns))
+    });
+    let (k, tail) = with_see.or_else(|| fit(None)).unwrap_or_else(|| {
+        let mut tail = String::new();
+        announce(&mut tail, more_lines, total_chars, None);
+        (0, tail)
+    });
+    let mut out: String = pieces[..k].iter().map(|(p, _)| p.as_str()).collect();
+    out.push_str(&tail);
+    Rendered {
+        text: out,
+        escaped: count_hidden(text),
+    }
+}
+
+/// How [`render_styled`] shows a line on a colour terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// As is.
+    Plain,
+    /// Bold (a diff's headers).
+    Bold,
+    /// Green (added lines).
+    Green,
+    /// Red (removed lines).
+    Red,
+}
+
+impl Style {
+    /// The SGR sequence that starts the style (none for plain).
+    fn start(self) -> &'static str {
+        match self {
+            Self::Plain => "",
+            Self::Bold => "\u{1b}[1m",
+            Self::Green => "\u{1b}[32m",
+            Self::Red => "\u{1b}[31m",
+        }
+    }
+}
+
+/// [`render`] of `text`, line by line, each escaped line then wrapped in the
+/// colour `style` gives it (called once per line, in order, with the escaped
+/// line) when `colour` is on.
+/// Escaping comes first, so no text can close, open or fake a colour; the
+/// only escape sequences in the result are the ones added here.
+pub fn render_styled(
+    text: &str,
+    colour: bool,
+    mut style: impl FnMut(&str) -> Style,
+) -> Vec<Rendered> {
+    text.split('\n')
+        .map(|line| {
+            let r = render(line);
+            match (colour, style(&r.text)) {
+                (false, _) | (true, Style::Plain) => r,
+                (true, s) => Rendered {
+                    text: format!("{}{}\u{1b}[0m", s.start(), r.text),
+                    escaped: r.escaped,
+                },
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -367,6 +493,87 @@ mod tests {
         assert!(!has_raw_control(&r.text));
         let whole = shorten("short", Window::SUMMARY, "s");
         assert_eq!(whole.text, "short");
+    }
+
+    #[test]
+    fn shorten_to_columns_fits_the_width_and_announces_the_rest() {
+        let see = "proposal-show 3f9a1c2b7e01";
+        // Fits whole: nothing announced.
+        assert_eq!(shorten_to_columns("short", 72, 40, see).text, "short");
+        // Wide enough for text and the command.
+        let text = "x".repeat(100);
+        let r = shorten_to_columns(&text, 72, 60, see);
+        assert_eq!(r.text, format!("{} … 84 more chars: {see}", "x".repeat(16)));
+        assert_eq!(columns(&r.text), 60);
+        // Too narrow for 16 columns of text beside the command: counts only.
+        let r = shorten_to_columns(&text, 72, 30, see);
+        assert_eq!(r.text, format!("{} … 86 more chars", "x".repeat(14)));
+        assert_eq!(columns(&r.text), 30);
+        // The character window still applies, and more lines are counted.
+        let r = shorten_to_columns("abc\ndef", 72, 80, see);
+        assert_eq!(r.text, format!("abc … 1 more line, 4 chars: {see}"));
+        // No room at all: the bare announcement, never a silent cut.
+        assert_eq!(
+            shorten_to_columns(&text, 72, 3, see).text,
+            "… 100 more chars"
+        );
+    }
+
+    #[test]
+    fn shorten_to_columns_counts_wide_characters_and_escapes() {
+        let r = shorten_to_columns(&"日".repeat(50), 72, 40, "s");
+        assert!(columns(&r.text) <= 40, "{}", r.text);
+        assert!(r.text.starts_with("日日日"), "{}", r.text);
+        let r = shorten_to_columns(&"\u{1b}".repeat(50), 72, 40, "s");
+        assert!(columns(&r.text) <= 40, "{}", r.text);
+        assert!(!has_raw_control(&r.text));
+        assert_eq!(r.escaped, 50);
+        // An escape is never cut in half.
+        assert!(
+            r.text.split(' ').next().unwrap().ends_with('}'),
+            "{}",
+            r.text
+        );
+    }
+
+    /// With no width limit it says exactly what `shorten` says on one line.
+    #[test]
+    fn shorten_to_columns_without_a_limit_is_shorten_on_one_line() {
+        for text in ["short", &"y".repeat(100), "a\u{1b}b\nc\nd", ""] {
+            assert_eq!(
+                shorten_to_columns(text, 72, usize::MAX, "see").text,
+                shorten(text, Window::SUMMARY, "see")
+                    .text
+                    .replace('\n', " ")
+            );
+        }
+    }
+
+    #[test]
+    fn styles_apply_after_escaping_and_only_when_on() {
+        let text = "+added\u{1b}[0m\n-removed\n context";
+        let style = |l: &str| match l.chars().next() {
+            Some('+') => Style::Green,
+            Some('-') => Style::Red,
+            _ => Style::Plain,
+        };
+        let on: Vec<String> = render_styled(text, true, style)
+            .into_iter()
+            .map(|r| r.text)
+            .collect();
+        assert_eq!(
+            on,
+            [
+                "\u{1b}[32m+added\\u{1b}[0m\u{1b}[0m",
+                "\u{1b}[31m-removed\u{1b}[0m",
+                " context"
+            ]
+        );
+        let off: Vec<String> = render_styled(text, false, style)
+            .into_iter()
+            .map(|r| r.text)
+            .collect();
+        assert_eq!(off, ["+added\\u{1b}[0m", "-removed", " context"]);
     }
 
     #[test]

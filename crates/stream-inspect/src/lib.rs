@@ -120,6 +120,9 @@ pub struct App {
     store: Mutex<Box<dyn InspectStore>>,
     settings: Settings,
     live: live::Hub,
+    /// The store's size (events, bytes), measured in the background: it
+    /// takes aggregate queries over every blob (1.5 s on 10^5 events).
+    usage: Mutex<Option<(u64, u64)>>,
 }
 
 impl std::fmt::Debug for App {
@@ -137,6 +140,7 @@ impl App {
             store: Mutex::new(store),
             settings,
             live,
+            usage: Mutex::new(None),
         })
     }
 

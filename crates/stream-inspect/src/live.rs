@@ -27,6 +27,8 @@ use crate::{App, PageError};
 
 /// How long a stream may wait for its client to take an event.
 const STALL: Duration = Duration::from_secs(5);
+/// How often the store's size is measured again.
+const USAGE_EVERY: Duration = Duration::from_secs(300);
 /// Events read per store query.
 const PAGE: usize = 256;
 
@@ -57,7 +59,19 @@ impl Hub {
 /// Polls the store and publishes its newest position when it moves.
 pub async fn watch(app: Arc<App>) {
     let mut seen: Option<u64> = None;
+    let mut measured: Option<std::time::Instant> = None;
     loop {
+        if measured.is_none_or(|at| at.elapsed() >= USAGE_EVERY) {
+            measured = Some(std::time::Instant::now());
+            match app.read(|store, _| Ok(store.usage()?)).await {
+                Ok(u) => {
+                    if let Ok(mut usage) = app.usage.lock() {
+                        *usage = Some((u.events, u.file_bytes));
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "the store's size could not be measured"),
+            }
+        }
         let polled = app
             .read(move |store, _| {
                 let version = store.data_version()?;

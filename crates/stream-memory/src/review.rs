@@ -13,7 +13,9 @@ use stream_core::payload::{
     ProposalDecision,
 };
 use stream_core::{DocumentId, EventId, MemoryPath, Payload, SourceName, VersionId};
-use stream_proposals::review::{MemoryDiff, ProposalShow, rfc3339};
+use stream_proposals::review::{
+    MemoryDiff, ProposalShow, State, current_version, is_stale, rfc3339,
+};
 use stream_store::{EventQuery, Read, StoreError, VersionRow};
 
 use crate::materialize::compose;
@@ -54,13 +56,15 @@ fn version_bytes(store: &dyn Read, version: &VersionId) -> Result<Option<Vec<u8>
 
 /// The diff a memory change would make: from the frozen base to exactly the
 /// bytes [`compose`] gives (what the materializer writes), plus — when the
-/// current version is no longer the base — the diff base → current.
-/// `text` is the proposed text, or the operator's edit when there is one.
+/// proposal is stale ([`is_stale`]: pending, and the current version is no
+/// longer the base) — the diff base → current. `text` is the proposed text,
+/// or the operator's edit when there is one; `state` is the proposal's.
 pub fn memory_diff(
     store: &dyn Read,
     target: &MemoryTarget,
     operation: MemoryOperation,
     text: &str,
+    state: State,
 ) -> Result<MemoryDiff, ReviewError> {
     let missing = || ReviewError::BaseMissing {
         version: target.version_id.clone(),
@@ -74,11 +78,9 @@ pub fn memory_diff(
         &base_label,
         "memory.md (as written on accept)",
     );
-    let current = store
-        .document(&target.document_id)?
-        .and_then(|d| d.current_version);
+    let current = current_version(store, target)?;
     let changed_since_base = match &current {
-        Some(v) if v != &target.version_id => {
+        Some(v) if is_stale(state, &target.version_id, Some(v)) => {
             let now = version_bytes(store, v)?.unwrap_or_default();
             Some(unified_diff(
                 &base,
@@ -265,7 +267,13 @@ pub fn add_memory_diff(store: &dyn Read, show: &mut ProposalShow) -> Result<(), 
         .as_ref()
         .filter(|d| d.disposition == Disposition::Edit.as_str())
         .and_then(|d| d.replacement.as_deref());
-    let memory = memory_diff(store, target, *operation, edit.unwrap_or(proposed))?;
+    let memory = memory_diff(
+        store,
+        target,
+        *operation,
+        edit.unwrap_or(proposed),
+        show.view.state,
+    )?;
     show.diff = Some(memory.diff.clone());
     show.memory = Some(memory);
     Ok(())

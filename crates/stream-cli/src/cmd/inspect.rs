@@ -114,7 +114,7 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
             args.listen
         )));
     }
-    let store: Box<dyn InspectStore> = Box::new(super::open_store_read_only(&config)?);
+    let store: Box<dyn InspectStore> = Box::new(crate::store::open_read_only(&config)?);
     let settings = Settings {
         compat: config.provider.compat,
         provider: config

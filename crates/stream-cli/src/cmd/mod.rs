@@ -41,17 +41,6 @@ pub fn open_store(config: &Config) -> Result<OpenedStore, Failure> {
     })
 }
 
-/// Opens the configured store for reading only (the inspector): nothing is
-/// created, migrated or tightened, and the data dir is not touched.
-pub fn open_store_read_only(config: &Config) -> Result<stream_store::ReadOnlyStore, Failure> {
-    Ok(match config.store.backend {
-        StoreBackend::Sqlite => stream_store::ReadOnlyStore::open_sqlite(&config.store_path())?,
-        StoreBackend::Postgres => {
-            return Err(Failure::usage(anyhow::anyhow!("PENDING-PG-READONLY")));
-        }
-    })
-}
-
 /// The data dir holds the store, blobs and locks, so it is private: created
 /// 0700, an existing one tightened to 0700. One owned by another user, or
 /// one that cannot be tightened, is refused (exit 2) naming it. Checked and

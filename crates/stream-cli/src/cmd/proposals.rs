@@ -19,7 +19,6 @@ use stream_proposals::project::{
     CorrectionProjection, ProjectError, VerifiedDecision, decisions, project_verified_correction,
     verify_decision,
 };
-use stream_proposals::review::{Resolved, resolve_prefix};
 use stream_store::{Read, Store};
 
 use super::memory::{MemoryStatus, materialize_config, project_memory};
@@ -83,17 +82,11 @@ fn read_edit_file(path: &PathBuf) -> Result<String, Failure> {
     Ok(text)
 }
 
+/// The fewest hex digits `--proposal` takes (docs/design.md §19).
+const DECISION_MIN_DIGITS: usize = 12;
+
 fn resolve(store: &dyn Read, prefix: &str) -> Result<EventId, Failure> {
-    match resolve_prefix(store, prefix)? {
-        Resolved::One(id) => Ok(id),
-        Resolved::None => Err(Failure::usage(anyhow!("no proposal has id {prefix}"))),
-        Resolved::Ambiguous(n) => Err(Failure::usage(anyhow!(
-            "{n} proposals start with {prefix}; give more digits"
-        ))),
-        Resolved::BadPrefix => Err(Failure::usage(anyhow!(
-            "--proposal must be 12 to 64 hex digits"
-        ))),
-    }
+    super::review::resolve(store, prefix, DECISION_MIN_DIGITS, "--proposal")
 }
 
 fn decision_failure(e: DecisionError) -> Failure {

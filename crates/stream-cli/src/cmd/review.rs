@@ -9,10 +9,13 @@ use std::io::IsTerminal;
 
 use anyhow::anyhow;
 use stream_core::SourceName;
-use stream_core::terminal::{Window, render, shorten, thousands};
+use stream_core::terminal::{
+    Rendered, Style, Window, render, render_styled, shorten_to_columns, thousands,
+};
 use stream_memory::review::{LogEntry, ReviewError, add_memory_diff, memory_log};
 use stream_proposals::review::{
-    Depth, ProposalShow, ProposalView, Resolved, get, list, marker, show,
+    Depth, DiffLine, ProposalShow, ProposalView, Resolved, candidates, get, list, marker,
+    resolve_prefix, show,
 };
 use stream_store::Read;
 
@@ -36,7 +39,7 @@ pub struct ListArgs {
 /// `proposal-show` arguments.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// The proposal id, or a unique prefix of at least 12 hex digits.
+    /// The proposal id, or a unique prefix of at least 4 hex digits.
     id: String,
     /// One JSON object instead of text.
     #[arg(long)]
@@ -63,6 +66,49 @@ pub struct LogArgs {
 /// The one rule: sensitive text only on a terminal or when asked.
 pub fn sensitive_visible(show_sensitive: bool) -> bool {
     show_sensitive || std::io::stdout().is_terminal()
+}
+
+/// What stdout is: its width in columns (none: not a terminal, no limit)
+/// and whether diffs are coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Term {
+    /// The terminal's columns; `None` when piped (output unchanged).
+    pub columns: Option<usize>,
+    /// Colour on: a terminal, and `NO_COLOR` unset (any value turns it off).
+    pub colour: bool,
+}
+
+impl Term {
+    /// Not a terminal: no width limit, no colour.
+    pub const PIPE: Term = Term {
+        columns: None,
+        colour: false,
+    };
+
+    /// The one rule for stdout: on a terminal its width is `COLUMNS` when
+    /// set to a positive number, else the terminal's own (`TIOCGWINSZ`);
+    /// colour unless `NO_COLOR` is set.
+    pub fn of_stdout() -> Self {
+        let out = std::io::stdout();
+        if !out.is_terminal() {
+            return Self::PIPE;
+        }
+        let from_env = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse::<usize>().ok());
+        let from_tty = || {
+            rustix::termios::tcgetwinsize(&out)
+                .ok()
+                .map(|w| usize::from(w.ws_col))
+        };
+        Self {
+            columns: from_env
+                .filter(|&c| c > 0)
+                .or_else(from_tty)
+                .filter(|&c| c > 0),
+            colour: std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
 }
 
 fn now_ms() -> i64 {
@@ -122,58 +168,139 @@ pub fn run_list(ctx: &Ctx, args: ListArgs) -> CmdResult {
         eprintln!("no {}proposals", if args.all { "" } else { "pending " });
         return Ok(());
     }
-    print!("{}", list_table(&views, now_ms(), visible));
+    print!(
+        "{}",
+        list_table(&views, now_ms(), visible, Term::of_stdout().columns)
+    );
     Ok(())
 }
 
+/// The table's fixed columns, and their widths when piped.
+const HEADERS: [&str; 6] = ["ID", "KIND", "AGE", "STATE", "OUTCOME", "FLAGS"];
+const PIPED_WIDTHS: [usize; 6] = [12, 17, 6, 8, 22, 14];
+
+/// The fewest columns the summary gets beside the row (a multi-line cut's
+/// announcement alone takes about 30); with fewer it goes on its own line
+/// under the row.
+const MIN_SUMMARY: usize = 40;
+
 /// The table of `proposal-list` (a pure function of its views, for goldens).
-pub fn list_table(views: &[ProposalView], now_ms: i64, visible: bool) -> String {
-    let mut out = format!(
-        "{:<12}  {:<17}  {:>6}  {:<8}  {:<22}  {:<14}  SUMMARY\n",
-        "ID", "KIND", "AGE", "STATE", "OUTCOME", "FLAGS"
-    );
-    for v in views {
-        let flags: Vec<&str> = v.flags.iter().map(|f| f.as_str()).collect();
-        let summary = if visible {
-            let see = format!("proposal-show {}", v.short_id);
-            shorten(v.summary_text(), Window::SUMMARY, &see).text
-        } else {
-            // Redacted views already hold the marker.
-            render(v.summary_text()).text
-        };
-        let _ = writeln!(
-            out,
-            "{:<12}  {:<17}  {:>6}  {:<8}  {:<22}  {:<14}  {}",
-            v.short_id,
-            v.kind.as_str(),
-            age(now_ms, v.created_at_ms),
-            v.state.as_str(),
-            v.outcome.map_or("-", |o| o.as_str()),
-            if flags.is_empty() {
-                "-".to_owned()
+/// With `columns` (a terminal's width) no line is wider: the fixed columns
+/// fit their content and the summary is cut to the rest, announcing what it
+/// leaves out; when fewer than 40 columns would be left, each summary goes
+/// on its own indented line. Without, the layout is the piped one.
+pub fn list_table(
+    views: &[ProposalView],
+    now_ms: i64,
+    visible: bool,
+    columns: Option<usize>,
+) -> String {
+    let rows: Vec<[String; 6]> = views
+        .iter()
+        .map(|v| {
+            let flags: Vec<&str> = v.flags.iter().map(|f| f.as_str()).collect();
+            [
+                v.short_id.clone(),
+                v.kind.as_str().to_owned(),
+                age(now_ms, v.created_at_ms),
+                v.state.as_str().to_owned(),
+                v.outcome.map_or("-", |o| o.as_str()).to_owned(),
+                if flags.is_empty() {
+                    "-".to_owned()
+                } else {
+                    flags.join(",")
+                },
+            ]
+        })
+        .collect();
+    let widths = match columns {
+        None => PIPED_WIDTHS,
+        // AGE keeps its width: "59 min" is as wide as it gets.
+        Some(_) => std::array::from_fn(|i| {
+            if i == 2 {
+                return PIPED_WIDTHS[2];
+            }
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([HEADERS[i].len()])
+                .max()
+                .unwrap_or_default()
+        }),
+    };
+    let fixed: usize = widths.iter().map(|w| w + 2).sum();
+    // The summary's columns, and whether it goes on its own line.
+    let (summary_columns, own_line) = match columns {
+        None => (usize::MAX, false),
+        Some(c) if c >= fixed + MIN_SUMMARY => (c - fixed, false),
+        Some(c) => (c.saturating_sub(4), true),
+    };
+    let cells = |cells: [&str; 6]| {
+        let mut line = String::new();
+        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            // AGE is right-aligned.
+            let _ = if i == 2 {
+                write!(line, "{cell:>width$}")
             } else {
-                flags.join(",")
-            },
-            summary.replace('\n', " ")
-        );
+                write!(line, "{cell:<width$}")
+            };
+        }
+        line
+    };
+    let mut out = cells(HEADERS);
+    if own_line {
+        out = out.trim_end().to_owned();
+    } else {
+        out.push_str("  SUMMARY");
+    }
+    out.push('\n');
+    for (v, row) in views.iter().zip(&rows) {
+        let see = format!("proposal-show {}", v.short_id);
+        // Redacted views already hold the marker, which is never cut by chars.
+        let chars = if visible {
+            Window::SUMMARY.line_chars
+        } else {
+            usize::MAX
+        };
+        let summary = shorten_to_columns(v.summary_text(), chars, summary_columns, &see).text;
+        let line = cells(row.each_ref().map(String::as_str));
+        if own_line {
+            let _ = writeln!(out, "{}\n    {summary}", line.trim_end());
+        } else {
+            let _ = writeln!(out, "{line}  {summary}");
+        }
     }
     out
 }
 
-/// Resolves an id argument; every refusal is exit 2 and prints no content.
-pub fn resolve(store: &dyn Read, prefix: &str) -> Result<stream_core::EventId, Failure> {
-    match stream_proposals::review::resolve_prefix(store, prefix)? {
+/// The fewest hex digits `proposal-show` takes, as git does.
+pub const SHOW_MIN_DIGITS: usize = 4;
+
+/// Resolves the id argument `arg` (named `name` in refusals) to a proposal
+/// through the view model's one resolver; every refusal is exit 2, names
+/// the candidates of an ambiguous prefix, and prints no content.
+pub fn resolve(
+    store: &dyn Read,
+    arg: &str,
+    min_digits: usize,
+    name: &str,
+) -> Result<stream_core::EventId, Failure> {
+    match resolve_prefix(store, arg, min_digits)? {
         Resolved::One(id) => Ok(id),
         Resolved::None => Err(Failure::usage(anyhow!(
             "no proposal has id {}",
-            render(prefix).text
+            render(arg).text
         ))),
-        Resolved::Ambiguous(n) => Err(Failure::usage(anyhow!(
-            "{n} proposals start with {}; give more digits",
-            render(prefix).text
+        Resolved::Ambiguous(ids) => Err(Failure::usage(anyhow!(
+            "{} proposals start with {}: {}; give more digits",
+            ids.len(),
+            render(arg).text,
+            candidates(&ids)
         ))),
-        Resolved::BadPrefix => Err(Failure::usage(anyhow!(
-            "a proposal id must be 12 to 64 hex digits"
+        Resolved::BadPrefix { min_digits } => Err(Failure::usage(anyhow!(
+            "{name} must be {min_digits} to 64 hex digits"
         ))),
     }
 }
@@ -182,7 +309,7 @@ pub fn resolve(store: &dyn Read, prefix: &str) -> Result<stream_core::EventId, F
 /// so a refusal prints nothing but its error.
 pub fn run_show(ctx: &Ctx, args: ShowArgs) -> CmdResult {
     let store = open_scanned(ctx)?;
-    let id = resolve(&store, &args.id)?;
+    let id = resolve(&store, &args.id, SHOW_MIN_DIGITS, "a proposal id")?;
     let view =
         get(&store, &id)?.ok_or_else(|| Failure::usage(anyhow!("no proposal has id {id}")))?;
     let mut shown = show(&store, view)?;
@@ -197,27 +324,49 @@ pub fn run_show(ctx: &Ctx, args: ShowArgs) -> CmdResult {
     if args.json {
         return json_out(&shown);
     }
-    print!("{}", show_text(&shown, now_ms()));
+    print!("{}", show_text(&shown, now_ms(), Term::of_stdout().colour));
     Ok(())
 }
 
 fn block(out: &mut String, title: &str, text: &str) {
-    let r = render(text);
+    block_lines(out, title, &render_styled(text, false, |_| Style::Plain));
+}
+
+/// A diff's block: its lines coloured when `colour` is on, after escaping.
+fn diff_block(out: &mut String, title: &str, diff: &str, colour: bool) {
+    block_lines(out, title, &diff_lines(diff, colour));
+}
+
+/// `diff` rendered line by line, each styled by its kind (the view model's).
+fn diff_lines(diff: &str, colour: bool) -> Vec<Rendered> {
+    let mut kinds = DiffLine::kinds(diff).into_iter();
+    render_styled(diff, colour, |_| match kinds.next() {
+        Some(DiffLine::Header) => Style::Bold,
+        Some(DiffLine::Added) => Style::Green,
+        Some(DiffLine::Removed) => Style::Red,
+        Some(DiffLine::Context) | None => Style::Plain,
+    })
+}
+
+fn block_lines(out: &mut String, title: &str, lines: &[Rendered]) {
     let _ = writeln!(out, "{title}:");
-    for line in r.text.split('\n') {
-        let _ = writeln!(out, "  {line}");
+    for line in lines {
+        let _ = writeln!(out, "  {}", line.text);
     }
-    if r.escaped > 0 {
+    let escaped: usize = lines.iter().map(|l| l.escaped).sum();
+    if escaped > 0 {
         let _ = writeln!(
             out,
             "  ({} hidden characters shown as escapes)",
-            thousands(r.escaped)
+            thousands(escaped)
         );
     }
 }
 
 /// The text of `proposal-show` (pure, for goldens).
-pub fn show_text(s: &ProposalShow, now_ms: i64) -> String {
+/// With `colour`, diffs are coloured (added green, removed red, headers
+/// bold).
+pub fn show_text(s: &ProposalShow, now_ms: i64, colour: bool) -> String {
     let v = &s.view;
     let mut out = String::new();
     let _ = writeln!(out, "proposal  {}", v.id);
@@ -292,11 +441,7 @@ pub fn show_text(s: &ProposalShow, now_ms: i64) -> String {
         block(&mut out, "proposed text", text);
     }
     if let Some(memory) = &s.memory {
-        block(
-            &mut out,
-            "diff of memory.md (frozen base → bytes written on accept)",
-            &memory.diff,
-        );
+        diff_block(&mut out, s.diff_tense().heading(), &memory.diff, colour);
         if let Some(since) = &memory.changed_since_base {
             let _ = writeln!(
                 out,
@@ -307,7 +452,7 @@ pub fn show_text(s: &ProposalShow, now_ms: i64) -> String {
                     .map_or("-", |c| c.as_str()),
                 memory.base_version_id
             );
-            block(&mut out, "changed since the base", since);
+            diff_block(&mut out, "changed since the base", since, colour);
         }
     }
     if let Some(original) = &s.original {
@@ -347,40 +492,75 @@ pub fn run_log(ctx: &Ctx, args: LogArgs) -> CmdResult {
     if entries.is_empty() {
         eprintln!("no memory.md version recorded");
     }
-    print!("{}", log_text(&entries));
+    let term = Term::of_stdout();
+    print!("{}", log_text(&entries, term.columns, term.colour));
     Ok(())
 }
 
-/// The text of `memory-log` (pure, for goldens).
-pub fn log_text(entries: &[LogEntry]) -> String {
+/// The text of `memory-log` (pure, for goldens). With `columns`, a line
+/// that would be wider continues on indented lines, its fields whole (the
+/// actor cut to fit, announced); with `colour`, patches are coloured.
+pub fn log_text(entries: &[LogEntry], columns: Option<usize>, colour: bool) -> String {
     let mut out = String::new();
     for e in entries {
-        let _ = write!(
-            out,
-            "{}  {}  {:>7} bytes  sha256 {}  {}",
-            e.version_id.short(12),
-            e.recorded_at,
-            thousands(usize::try_from(e.bytes).unwrap_or(usize::MAX)),
-            &e.sha256[..16.min(e.sha256.len())],
-            e.origin.as_str()
-        );
+        let mut fields = vec![
+            ("", e.version_id.short(12).to_owned()),
+            ("  ", e.recorded_at.clone()),
+            (
+                "  ",
+                format!(
+                    "{:>7} bytes",
+                    thousands(usize::try_from(e.bytes).unwrap_or(usize::MAX))
+                ),
+            ),
+            (
+                "  ",
+                format!("sha256 {}", &e.sha256[..16.min(e.sha256.len())]),
+            ),
+            ("  ", e.origin.as_str().to_owned()),
+        ];
         if let (Some(p), Some(d)) = (&e.proposal_id, &e.decision_id) {
-            let _ = write!(
-                out,
-                "  proposal {} decision {} by {}",
-                p.short(12),
-                d.short(12),
-                render(e.actor.as_deref().unwrap_or("-")).text
-            );
+            // On a continuation line of its own "by " and the actor fit.
+            let room = columns.map_or(usize::MAX, |c| c.saturating_sub(4 + 3));
+            let actor = e.actor.as_deref().unwrap_or("-");
+            let actor = shorten_to_columns(actor, usize::MAX, room, "memory-log --json").text;
+            fields.extend([
+                ("  ", format!("proposal {}", p.short(12))),
+                (" ", format!("decision {}", d.short(12))),
+                (" ", format!("by {actor}")),
+            ]);
         }
+        out.push_str(&pack(&fields, columns));
         out.push('\n');
         if let Some(patch) = &e.patch {
-            for line in render(patch).text.split('\n') {
-                if !line.is_empty() {
-                    let _ = writeln!(out, "    {line}");
+            for line in diff_lines(patch, colour) {
+                if !line.text.is_empty() {
+                    let _ = writeln!(out, "    {}", line.text);
                 }
             }
         }
+    }
+    out
+}
+
+/// `fields`, each after its separator, on one line; with `columns`, a
+/// field that would pass the edge starts an indented continuation line
+/// instead.
+fn pack(fields: &[(&str, String)], columns: Option<usize>) -> String {
+    let limit = columns.unwrap_or(usize::MAX);
+    let mut out = String::new();
+    let mut width = 0;
+    for (i, (separator, field)) in fields.iter().enumerate() {
+        let w = stream_core::terminal::columns(field);
+        if i > 0 && width + separator.len() + w <= limit {
+            out.push_str(separator);
+            width += separator.len();
+        } else if i > 0 {
+            out.push_str("\n    ");
+            width = 4;
+        }
+        out.push_str(field);
+        width += w;
     }
     out
 }

@@ -27,4 +27,5 @@ mod postgres;
 mod private_store;
 mod repo;
 mod review;
+mod review_terminal;
 mod telegram_menu;

@@ -18,13 +18,13 @@ use crate::common::{Home, Run};
 /// The `memory.md` version `World` records.
 const WORLD_MEMORY: &str = "---\nid: memory-1\n---\n# Memory\n";
 
-struct Scene {
-    home: Home,
-    w: World,
+pub(crate) struct Scene {
+    pub(crate) home: Home,
+    pub(crate) w: World,
 }
 
 impl Scene {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let home = Home::init();
         std::fs::create_dir_all(home.path().join(".thestream")).unwrap();
         let w = World::at(&home.path().join(".thestream/store.db"));
@@ -32,17 +32,17 @@ impl Scene {
         Self { home, w }
     }
 
-    fn memory_path(&self) -> PathBuf {
+    pub(crate) fn memory_path(&self) -> PathBuf {
         self.home.path().join("context/memory.md")
     }
 
-    fn run(&self, args: &[&str]) -> Run {
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
         let run = self.home.run(args);
         assert_no_raw_controls(&run);
         run
     }
 
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let run = self.run(args);
         assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
         run.stdout
@@ -53,7 +53,7 @@ impl Scene {
     }
 
     /// A new run (with a reply) whose one proposal is this memory change.
-    fn propose(&mut self, text: &str, reason: &str) -> EventId {
+    pub(crate) fn propose(&mut self, text: &str, reason: &str) -> EventId {
         let trigger = self.w.base.message("Please remember this.");
         let (settlement, _) = self.w.base.settle_run(&trigger, Some("Noted."), |s| {
             vec![ValidatedProposal::Memory {
@@ -80,7 +80,7 @@ fn assert_no_raw_controls(run: &Run) {
 }
 
 /// Times and ages vary from run to run.
-fn golden(name: &str, text: &str) {
+pub(crate) fn golden(name: &str, text: &str) {
     insta::with_settings!({filters => vec![
         (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[time]"),
         (r"\b\d+ (s|min|h|d)\b", "[age]"),
@@ -91,7 +91,7 @@ fn golden(name: &str, text: &str) {
 
 /// `\r` overwriting a line, `ESC[8m` concealing one, U+202E reversing one,
 /// and 40 lines: everything a reviewer could be made to miss.
-fn hostile() -> String {
+pub(crate) fn hostile() -> String {
     let mut text = String::from(
         "- harmless line\rcanary-hidden-by-cr\n\u{1b}[8mcanary-concealed\u{1b}[0m\n\u{202e}txet desrever",
     );
@@ -204,6 +204,109 @@ fn a_hand_edit_makes_a_proposal_stale_in_the_next_list() {
     assert!(shown.contains("+- edited by hand"), "{shown}");
 }
 
+/// `stale` is for pending proposals only: after an accept the current
+/// version is the one it wrote, and nothing decided is applied again. An
+/// accepted (materialized), an accepted whose materialization failed, an
+/// edited (failed) and a rejected proposal on a replaced base: none stale in
+/// `--json`, in the table's flags or in `proposal-show`; a pending one is.
+#[test]
+fn a_decided_proposal_is_never_stale() {
+    let mut s = Scene::new();
+    let failed = s.propose("canary-stale: failed", "asked");
+    let edited = s.propose("canary-stale: edited", "asked");
+    let rejected = s.propose("canary-stale: rejected", "asked");
+    let pending = s.propose("canary-stale: pending", "asked");
+    let decide = |id: &EventId, how: &[&str]| {
+        let mut args = vec!["proposal-decision", "--proposal", id.as_str()];
+        args.extend_from_slice(how);
+        s.run(&args).code
+    };
+    assert_eq!(decide(&s.w.memory, &["--accept"]), 0);
+    assert_ne!(decide(&failed, &["--accept"]), 0);
+    let edit = s.home.path().join("edit.txt");
+    std::fs::write(&edit, "canary-stale: the edit\n").unwrap();
+    assert_ne!(decide(&edited, &["--edit-file", edit.to_str().unwrap()]), 0);
+    assert_eq!(decide(&rejected, &["--reject"]), 0);
+
+    let list = s.json(&["proposal-list", "--all", "--json"]);
+    let by_id = |id: &EventId| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id.as_str())
+            .unwrap()
+            .clone()
+    };
+    for (id, state, outcome) in [
+        (&s.w.memory, "accepted", "materialized"),
+        (&failed, "accepted", "materialization-failed"),
+        (&edited, "edited", "materialization-failed"),
+    ] {
+        let v = by_id(id);
+        assert_eq!(
+            (v["state"].as_str(), v["outcome"].as_str()),
+            (Some(state), Some(outcome))
+        );
+        assert_eq!(v["stale"], false, "{state} {outcome}");
+        assert_eq!(v["flags"], serde_json::json!([]), "{state} {outcome}");
+    }
+    assert_eq!(by_id(&rejected)["state"], "rejected");
+    assert_eq!(by_id(&rejected)["stale"], false);
+    assert_eq!(by_id(&pending)["stale"], true);
+
+    let table = s.ok(&["proposal-list", "--all"]);
+    for line in table.lines().skip(1) {
+        let stale = line.contains(" stale ");
+        assert_eq!(stale, line.starts_with(&pending.as_str()[..12]), "{table}");
+    }
+    for id in [&s.w.memory, &failed, &edited, &rejected] {
+        let shown = s.ok(&["proposal-show", id.as_str()]);
+        assert!(!shown.contains("stale"), "{shown}");
+        let json = s.json(&["proposal-show", id.as_str(), "--json"]);
+        assert_eq!(json["stale"], false);
+        assert_eq!(json["memory"]["changedSinceBase"], Value::Null);
+    }
+    let shown = s.ok(&["proposal-show", pending.as_str()]);
+    assert!(shown.contains("flags     stale"), "{shown}");
+    assert!(shown.contains("stale: memory.md is now version"), "{shown}");
+}
+
+/// A pending memory change's diff says what accepting would change; an
+/// accepted one's what it changed (or was to change, when materialization
+/// failed); a rejected one's what accepting would have changed.
+#[test]
+fn a_decided_memory_change_s_diff_says_what_it_changed() {
+    let mut s = Scene::new();
+    let failed = s.propose("canary-tense: failed", "asked");
+    let rejected = s.propose("canary-tense: rejected", "asked");
+    for (id, how) in [
+        (&s.w.memory, "--accept"),
+        (&failed, "--accept"),
+        (&rejected, "--reject"),
+    ] {
+        s.run(&["proposal-decision", "--proposal", id.as_str(), how]);
+    }
+    let pending = s.propose("canary-tense: pending", "asked");
+    let shown = s.ok(&["proposal-show", s.w.memory.as_str(), "--show-sensitive"]);
+    golden("show_memory_accepted", &shown);
+    for (id, heading) in [
+        (&pending, "diff of memory.md: what accepting would change:"),
+        (&s.w.memory, "diff of memory.md: what the decision changed:"),
+        (
+            &failed,
+            "diff of memory.md: what the decision was to change (not written):",
+        ),
+        (
+            &rejected,
+            "diff of memory.md: what accepting would have changed:",
+        ),
+    ] {
+        let shown = s.ok(&["proposal-show", id.as_str()]);
+        let headings: Vec<&str> = shown.lines().filter(|l| l.starts_with("diff of")).collect();
+        assert_eq!(headings, [heading], "{shown}");
+    }
+}
+
 #[test]
 fn memory_log_origins_actors_and_order() {
     let mut s = Scene::new();
@@ -277,7 +380,7 @@ fn memory_log_origins_actors_and_order() {
 #[test]
 fn bad_input_exits_without_printing_content() {
     let s = Scene::new();
-    let short = s.run(&["proposal-show", &s.w.memory.as_str()[..11]]);
+    let short = s.run(&["proposal-show", &s.w.memory.as_str()[..3]]);
     assert_eq!(short.code, 2, "{}", short.stderr);
     assert!(short.stdout.is_empty());
     let unknown = s.run(&["proposal-show", "000000000000"]);
@@ -325,6 +428,64 @@ fn bad_input_exits_without_printing_content() {
         run.stderr
     );
     assert!(!run.stderr.contains("canary-"));
+}
+
+/// `proposal-show` resolves ids as git does: a unique prefix of 4 hex
+/// digits or more; an ambiguous one exits 2 naming its candidates (their
+/// short ids); an unknown one exits 2. `proposal-decision` keeps its 12.
+#[test]
+fn proposal_show_takes_a_unique_prefix_of_four_digits() {
+    let mut s = Scene::new();
+    let memory = s.w.memory.clone();
+    let shown = s.json(&["proposal-show", &memory.as_str()[..4], "--json"]);
+    assert_eq!(shown["id"], memory.as_str());
+    for bad in [&memory.as_str()[..3], "ffffffff"] {
+        let run = s.run(&["proposal-show", bad]);
+        assert_eq!(run.code, 2, "{bad}: {}", run.stderr);
+        assert!(run.stdout.is_empty());
+    }
+    let decision = s.run(&[
+        "proposal-decision",
+        "--proposal",
+        &memory.as_str()[..11],
+        "--reject",
+    ]);
+    assert_eq!(decision.code, 2, "{}", decision.stderr);
+    assert!(
+        decision
+            .stderr
+            .contains("--proposal must be 12 to 64 hex digits"),
+        "{}",
+        decision.stderr
+    );
+
+    // Proposals until two share their first 4 digits (ids are derived from
+    // content, so this stops at the same one every run).
+    let mut seen = std::collections::BTreeMap::new();
+    let (first, second) = loop {
+        let id = s.propose(&format!("canary-prefix {}", seen.len()), "asked");
+        if let Some(other) = seen.insert(id.as_str()[..4].to_owned(), id.clone()) {
+            break (other, id);
+        }
+        assert!(seen.len() < 3_000, "no 4-digit collision");
+    };
+    let run = s.run(&["proposal-show", &first.as_str()[..4]]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+    let mut named = [
+        first.as_str()[..12].to_owned(),
+        second.as_str()[..12].to_owned(),
+    ];
+    named.sort();
+    let expected = format!(
+        "2 proposals start with {}: {}, {}; give more digits",
+        &first.as_str()[..4],
+        named[0],
+        named[1]
+    );
+    assert!(run.stderr.contains(&expected), "{}", run.stderr);
+    assert!(!run.stderr.contains("canary-"));
+    eprintln!("4-digit collision after {} proposals", seen.len());
 }
 
 /// `serde_json` escapes only C0 controls: a C1 CSI (U+009B), a bidi override

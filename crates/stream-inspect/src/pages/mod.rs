@@ -25,8 +25,9 @@ fn now_ms() -> i64 {
 
 /// `/`
 pub async fn now(State(app): State<Arc<App>>) -> Page {
+    let usage = app.usage.lock().ok().and_then(|u| *u);
     let view = app
-        .read(|s, settings| now::gather(s, settings, now_ms()))
+        .read(move |s, settings| now::gather(s, settings, usage, now_ms()))
         .await?;
     Ok(Html(now::render(&view).into_string()))
 }

@@ -29,6 +29,7 @@ pub struct Now {
 pub fn gather(
     store: &dyn InspectStore,
     settings: &Settings,
+    usage: Option<(u64, u64)>,
     now_ms: i64,
 ) -> Result<Now, PageError> {
     let head = store.last_position()?;
@@ -52,7 +53,6 @@ pub fn gather(
         .map(|p| p.created_at_ms)
         .min()
         .map(|ms| age(now_ms, ms));
-    let usage = store.usage().ok().map(|u| (u.events, u.file_bytes));
     Ok(Now {
         serving: (settings.probe)(store),
         last_event,

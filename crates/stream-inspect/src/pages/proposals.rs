@@ -5,7 +5,7 @@
 use maud::{Markup, html};
 use stream_core::EventId;
 use stream_core::payload::ProposalKind;
-use stream_proposals::review::{ProposalShow, ProposalView, State, get, list, show};
+use stream_proposals::review::{DiffTense, ProposalShow, ProposalView, State, get, list, show};
 use stream_store::Read;
 
 use crate::PageError;
@@ -153,7 +153,7 @@ fn content(shown: &ProposalShow) -> Markup {
                     (block(text))
                 }
                 @if let Some(m) = &shown.memory {
-                    h2 { (diff_heading(v.state)) }
+                    h2 { (DiffTense::of(v.state, v.outcome).heading()) }
                     p { "From the frozen base " code { (m.base_version_id.short(12)) }
                         " to exactly the bytes the materializer writes." }
                     (diff(&m.diff))
@@ -184,13 +184,5 @@ fn content(shown: &ProposalShow) -> Markup {
                 }
             }
         }
-    }
-}
-
-fn diff_heading(state: State) -> &'static str {
-    match state {
-        State::Pending => "What accepting would change",
-        State::Accepted | State::Edited => "What the decision changed",
-        State::Rejected => "What it would have changed",
     }
 }

@@ -10,7 +10,7 @@ use stream_core::payload::{
     ProposalDecision, ProposalKind,
 };
 use stream_core::terminal::count_hidden;
-use stream_core::{EventId, Payload, SnapshotId, SourceName, StoredEvent};
+use stream_core::{EventId, Payload, SnapshotId, SourceName, StoredEvent, VersionId};
 use stream_store::{EventQuery, Read, StoreError};
 
 use super::evidence::{Evidence, SnapshotCache, resolve_evidence};
@@ -69,7 +69,8 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Flag {
-    /// The memory base is no longer the current `memory.md` version.
+    /// A pending memory proposal's base is no longer the current
+    /// `memory.md` version ([`is_stale`]).
     Stale,
     /// Some text of the proposal holds control, bidi or invisible characters.
     Controls,
@@ -104,7 +105,8 @@ pub struct ProposalView {
     pub state: State,
     /// Outcome, if any.
     pub outcome: Option<Outcome>,
-    /// True when the memory base is no longer the current version.
+    /// True when a pending memory proposal's base is no longer the current
+    /// version ([`is_stale`]; never for a decided one).
     pub stale: bool,
     /// `stale`, `controls`.
     pub flags: Vec<Flag>,
@@ -220,14 +222,30 @@ pub fn rfc3339(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// The one staleness rule (docs/design.md §19): a memory proposal is stale
-/// when its document's current version is no longer its base. Computed
-/// from the pointer as the last scan left it, never stored.
-pub fn is_stale(store: &dyn Read, target: &MemoryTarget) -> Result<bool, StoreError> {
-    Ok(match store.document(&target.document_id)? {
-        Some(doc) => doc.current_version.as_ref() != Some(&target.version_id),
-        None => true,
-    })
+/// The one staleness rule: a memory proposal is stale when it is still
+/// pending and its document's current version (`current`, as the last scan
+/// left the pointer; `None` when the document is gone) is no longer its
+/// base. A decided proposal — accepted, edited or rejected, materialized or
+/// not — is never stale: it will not be applied again, and after an accept
+/// the current version is the one it wrote. This narrows docs/design.md
+/// §19's older sentence ("true when the proposal's memory base is no longer
+/// the current version"), which flagged every materialized proposal.
+/// Computed, never stored.
+pub fn is_stale(state: State, base: &VersionId, current: Option<&VersionId>) -> bool {
+    match state {
+        State::Pending => current != Some(base),
+        State::Accepted | State::Edited | State::Rejected => false,
+    }
+}
+
+/// The current version of `target`'s document, if it still exists.
+pub fn current_version(
+    store: &dyn Read,
+    target: &MemoryTarget,
+) -> Result<Option<VersionId>, StoreError> {
+    Ok(store
+        .document(&target.document_id)?
+        .and_then(|doc| doc.current_version))
 }
 
 /// How much a listing resolves.
@@ -276,7 +294,6 @@ fn view(
         v.operation = Some(json!(p.operation));
         v.proposed_text = Some(p.proposed_text.into_string());
         v.reason = Some(p.reason.into_string());
-        v.stale = is_stale(store, &p.target)?;
         v.memory_target = Some((p.target, p.operation));
         evidence_ids = p.evidence_event_ids.as_slice().to_vec();
     } else if let Ok(p) = event.decode::<CorrectionProposed>() {
@@ -301,13 +318,17 @@ fn view(
     {
         v.evidence = resolve_evidence(store, Some(snapshot_id), snapshots, &evidence_ids)?;
     }
+    decide(store, &mut v)?;
+    if let Some((target, _)) = &v.memory_target {
+        let current = current_version(store, target)?;
+        v.stale = is_stale(v.state, &target.version_id, current.as_ref());
+    }
     if v.stale {
         v.flags.push(Flag::Stale);
     }
     if v.has_controls() {
         v.flags.push(Flag::Controls);
     }
-    decide(store, &mut v)?;
     Ok(Some(v))
 }
 
@@ -385,11 +406,21 @@ const PROPOSAL_TYPES: [&str; 3] = [
     FocusDeclarationProposed::TYPE,
 ];
 
-/// Resolves a full id or a unique prefix of at least 12 hex digits.
-pub fn resolve_prefix(store: &dyn Read, prefix: &str) -> Result<Resolved, StoreError> {
+/// Resolves a full id or a unique prefix of at least `min_digits` hex
+/// digits, as git resolves a commit: `proposal-show` takes 4,
+/// `proposal-decision` (an authority action, its interface fixed) 12.
+/// Case is ignored.
+pub fn resolve_prefix(
+    store: &dyn Read,
+    prefix: &str,
+    min_digits: usize,
+) -> Result<Resolved, StoreError> {
     let prefix = prefix.to_ascii_lowercase();
-    if prefix.len() < 12 || prefix.len() > 64 || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Ok(Resolved::BadPrefix);
+    if prefix.len() < min_digits.max(1)
+        || prefix.len() > 64
+        || !prefix.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Ok(Resolved::BadPrefix { min_digits });
     }
     // A full id is one indexed read, not a pass over every proposal.
     if let Ok(id) = EventId::parse(&prefix) {
@@ -400,16 +431,24 @@ pub fn resolve_prefix(store: &dyn Read, prefix: &str) -> Result<Resolved, StoreE
             Some(_) | None => Resolved::None,
         });
     }
-    let matches: Vec<EventId> = proposal_events(store)?
-        .into_iter()
-        .map(|e| e.event.id)
-        .filter(|id| id.as_str().starts_with(&prefix))
-        .collect();
-    Ok(match matches.as_slice() {
-        [one] => Resolved::One(one.clone()),
-        [] => Resolved::None,
-        _ => Resolved::Ambiguous(matches.len()),
-    })
+    Ok(among(
+        proposal_events(store)?.into_iter().map(|e| e.event.id),
+        &prefix,
+    ))
+}
+
+/// The ids of `ids` that start with `prefix` (lowercase hex), as a
+/// resolution; several are sorted.
+fn among(ids: impl Iterator<Item = EventId>, prefix: &str) -> Resolved {
+    let mut matches: Vec<EventId> = ids.filter(|id| id.as_str().starts_with(prefix)).collect();
+    if matches.len() > 1 {
+        matches.sort();
+        return Resolved::Ambiguous(matches);
+    }
+    match matches.pop() {
+        Some(one) => Resolved::One(one),
+        None => Resolved::None,
+    }
 }
 
 /// The result of resolving a proposal id prefix.
@@ -419,8 +458,91 @@ pub enum Resolved {
     One(EventId),
     /// No proposal has this prefix.
     None,
-    /// Several do.
-    Ambiguous(usize),
-    /// Not 12–64 hex digits.
-    BadPrefix,
+    /// Several do: all of them, sorted.
+    Ambiguous(Vec<EventId>),
+    /// Not `min_digits` to 64 hex digits.
+    BadPrefix {
+        /// The fewest digits accepted.
+        min_digits: usize,
+    },
+}
+
+/// How many candidates an ambiguous prefix names before "and N more".
+pub const CANDIDATES_SHOWN: usize = 10;
+
+/// The candidates of an ambiguous prefix as a person reads them: their
+/// 12-digit short ids, at most [`CANDIDATES_SHOWN`], then `and N more`.
+pub fn candidates(ids: &[EventId]) -> String {
+    let mut out = ids
+        .iter()
+        .take(CANDIDATES_SHOWN)
+        .map(|id| id.short(12))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() > CANDIDATES_SHOWN {
+        out.push_str(&format!(" and {} more", ids.len() - CANDIDATES_SHOWN));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Resolved, State, among, candidates, is_stale};
+    use stream_core::{EventId, VersionId};
+
+    fn event_id(hex: &str) -> EventId {
+        EventId::parse(&format!("{hex:0<64}")).unwrap()
+    }
+
+    #[test]
+    fn a_prefix_resolves_to_one_none_or_every_candidate() {
+        let ids = ["3f9a1c", "3f9b00", "3f9a1d", "0000aa"].map(event_id);
+        let of = |prefix: &str| among(ids.iter().cloned(), prefix);
+        assert_eq!(of("3f9b"), Resolved::One(ids[1].clone()));
+        assert_eq!(of("3f9a1d"), Resolved::One(ids[2].clone()));
+        assert_eq!(of("4000"), Resolved::None);
+        assert_eq!(
+            of("3f9a"),
+            Resolved::Ambiguous(vec![ids[0].clone(), ids[2].clone()])
+        );
+    }
+
+    #[test]
+    fn candidates_name_ten_short_ids_then_how_many_more() {
+        let ids: Vec<EventId> = (0..13).map(|i| event_id(&format!("abcd{i:02}"))).collect();
+        assert_eq!(candidates(&ids[..2]), "abcd00000000, abcd01000000");
+        let many = candidates(&ids);
+        assert!(many.starts_with("abcd00000000, abcd01000000, "), "{many}");
+        assert!(many.ends_with(", abcd09000000 and 3 more"), "{many}");
+        assert_eq!(many.matches(", ").count(), 9);
+    }
+
+    fn version(digit: char) -> VersionId {
+        VersionId::parse(&digit.to_string().repeat(64)).unwrap()
+    }
+
+    /// One row per state × (base current, base replaced, document gone).
+    #[test]
+    fn only_a_pending_proposal_is_ever_stale() {
+        let (base, other) = (version('a'), version('b'));
+        for (state, current, stale) in [
+            (State::Pending, Some(&base), false),
+            (State::Pending, Some(&other), true),
+            (State::Pending, None, true),
+            // Accepted and materialized: the current version is the one it wrote.
+            (State::Accepted, Some(&other), false),
+            // Accepted, materialization failed (stale-base): still not stale.
+            (State::Accepted, Some(&base), false),
+            (State::Edited, Some(&other), false),
+            (State::Edited, None, false),
+            (State::Rejected, Some(&other), false),
+            (State::Rejected, None, false),
+        ] {
+            assert_eq!(
+                is_stale(state, &base, current),
+                stale,
+                "{state:?} {current:?}"
+            );
+        }
+    }
 }

@@ -15,8 +15,8 @@ pub mod show;
 
 pub use evidence::{Evidence, EvidenceKind};
 pub use list::{
-    Depth, Flag, Outcome, ProposalView, Resolved, State, decision_id, get, is_stale, list,
-    proposal_events, resolve_prefix, rfc3339,
+    CANDIDATES_SHOWN, Depth, Flag, Outcome, ProposalView, Resolved, State, candidates,
+    current_version, decision_id, get, is_stale, list, proposal_events, resolve_prefix, rfc3339,
 };
 pub use redact::marker;
-pub use show::{MemoryDiff, ProposalShow, ProposerView, show, word_diff};
+pub use show::{DiffLine, DiffTense, MemoryDiff, ProposalShow, ProposerView, show, word_diff};

@@ -14,7 +14,7 @@ use stream_core::payload::{
 use stream_core::{EventId, VersionId};
 use stream_store::{Read, StoreError};
 
-use super::list::{ProposalView, rfc3339};
+use super::list::{Outcome, ProposalView, State, rfc3339};
 
 /// Who proposed: the run and its provenance.
 #[derive(Debug, Clone, Serialize)]
@@ -119,6 +119,100 @@ pub struct ProposalShow {
     pub proposer: Option<ProposerView>,
     /// The decision, if any.
     pub decision: Option<DecisionView>,
+}
+
+/// What a memory change's diff says, by where the proposal stands: what
+/// accepting would change, what the decision changed (or was, or is, to
+/// change), what accepting would have changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffTense {
+    /// Pending.
+    Would,
+    /// Accepted or edited, and materialized.
+    Changed,
+    /// Accepted or edited, and materialization failed.
+    WasTo,
+    /// Accepted or edited, not materialized yet.
+    WillChange,
+    /// Rejected.
+    WouldHave,
+}
+
+impl DiffTense {
+    /// The tense of a proposal in `state` with `outcome`.
+    pub fn of(state: State, outcome: Option<Outcome>) -> Self {
+        match (state, outcome) {
+            (State::Pending, _) => Self::Would,
+            (State::Rejected, _) => Self::WouldHave,
+            (State::Accepted | State::Edited, Some(Outcome::Materialized)) => Self::Changed,
+            (State::Accepted | State::Edited, Some(Outcome::MaterializationFailed)) => Self::WasTo,
+            (State::Accepted | State::Edited, None | Some(Outcome::JudgmentRecorded)) => {
+                Self::WillChange
+            }
+        }
+    }
+
+    /// The title of the diff.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Self::Would => "diff of memory.md: what accepting would change",
+            Self::Changed => "diff of memory.md: what the decision changed",
+            Self::WasTo => "diff of memory.md: what the decision was to change (not written)",
+            Self::WillChange => {
+                "diff of memory.md: what the decision will change (not yet written)"
+            }
+            Self::WouldHave => "diff of memory.md: what accepting would have changed",
+        }
+    }
+}
+
+impl ProposalShow {
+    /// The tense of this proposal's memory diff.
+    pub fn diff_tense(&self) -> DiffTense {
+        DiffTense::of(self.view.state, self.view.outcome)
+    }
+}
+
+/// What a line of a unified diff is, for a renderer to style it the same on
+/// a terminal and on a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffLine {
+    /// `---`/`+++` before the first hunk, and `@@` hunk headers.
+    Header,
+    /// `+` in a hunk.
+    Added,
+    /// `-` in a hunk.
+    Removed,
+    /// Unchanged, `\ No newline at end of file`, or not a diff at all (a
+    /// `[sensitive: N chars]` marker).
+    Context,
+}
+
+impl DiffLine {
+    /// The kind of each line of `diff` (split at `\n`): `---`/`+++` are
+    /// headers only before the first hunk, so that a removed line `-- x`
+    /// is not taken for one.
+    pub fn kinds(diff: &str) -> Vec<DiffLine> {
+        let mut in_hunk = false;
+        diff.split('\n')
+            .map(|line| {
+                if line.starts_with("@@") {
+                    in_hunk = true;
+                    return Self::Header;
+                }
+                match (in_hunk, line.as_bytes().first()) {
+                    (false, Some(b'-' | b'+'))
+                        if line.starts_with("---") || line.starts_with("+++") =>
+                    {
+                        Self::Header
+                    }
+                    (true, Some(b'+')) => Self::Added,
+                    (true, Some(b'-')) => Self::Removed,
+                    (_, _) => Self::Context,
+                }
+            })
+            .collect()
+    }
 }
 
 /// Builds the show view of `view` (its memory diff, if any, is added by the
@@ -228,7 +322,55 @@ pub fn word_diff(old: &str, new: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::word_diff;
+    use super::{DiffLine, DiffTense, Outcome, State, word_diff};
+
+    #[test]
+    fn diff_lines_are_headers_only_before_the_first_hunk() {
+        let diff = "--- a\n+++ b\n@@ -1,2 +1,2 @@\n same\n--- removed dashes\n+++ added pluses\n\\ No newline at end of file\n";
+        use DiffLine::{Added, Context, Header, Removed};
+        assert_eq!(
+            DiffLine::kinds(diff),
+            [
+                Header, Header, Header, Context, Removed, Added, Context, Context
+            ]
+        );
+        assert_eq!(DiffLine::kinds("[sensitive: 12 chars]"), [Context]);
+    }
+
+    #[test]
+    fn a_diff_s_tense_follows_the_decision_and_its_outcome() {
+        for (state, outcome, tense) in [
+            (State::Pending, None, DiffTense::Would),
+            (
+                State::Accepted,
+                Some(Outcome::Materialized),
+                DiffTense::Changed,
+            ),
+            (
+                State::Edited,
+                Some(Outcome::Materialized),
+                DiffTense::Changed,
+            ),
+            (
+                State::Accepted,
+                Some(Outcome::MaterializationFailed),
+                DiffTense::WasTo,
+            ),
+            (
+                State::Edited,
+                Some(Outcome::MaterializationFailed),
+                DiffTense::WasTo,
+            ),
+            (State::Accepted, None, DiffTense::WillChange),
+            (State::Rejected, None, DiffTense::WouldHave),
+        ] {
+            assert_eq!(
+                DiffTense::of(state, outcome),
+                tense,
+                "{state:?} {outcome:?}"
+            );
+        }
+    }
 
     #[test]
     fn word_diff_marks_removed_and_added_words() {

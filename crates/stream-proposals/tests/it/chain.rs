@@ -479,25 +479,52 @@ fn a_full_proposal_id_resolves_to_itself_and_nothing_else_does() {
     let w = World::new();
     for id in [&w.memory, &w.correction, &w.focus] {
         assert_eq!(
-            resolve_prefix(&w.store, id.as_str()).unwrap(),
+            resolve_prefix(&w.store, id.as_str(), 12).unwrap(),
             Resolved::One(id.clone())
         );
         assert_eq!(
-            resolve_prefix(&w.store, &id.as_str().to_ascii_uppercase()).unwrap(),
+            resolve_prefix(&w.store, &id.as_str().to_ascii_uppercase(), 12).unwrap(),
             Resolved::One(id.clone())
         );
         assert_eq!(
-            resolve_prefix(&w.store, &id.as_str()[..12]).unwrap(),
+            resolve_prefix(&w.store, &id.as_str()[..12], 12).unwrap(),
             Resolved::One(id.clone())
         );
     }
     // A full id of an event that is not a proposal, and of no event.
     assert_eq!(
-        resolve_prefix(&w.store, w.trigger.id().as_str()).unwrap(),
+        resolve_prefix(&w.store, w.trigger.id().as_str(), 12).unwrap(),
         Resolved::None
     );
     assert_eq!(
-        resolve_prefix(&w.store, &"9".repeat(64)).unwrap(),
+        resolve_prefix(&w.store, &"9".repeat(64), 12).unwrap(),
         Resolved::None
+    );
+}
+
+/// `proposal-show` takes a unique prefix of 4 hex digits, as git does;
+/// `proposal-decision` keeps its 12 through the same resolver.
+#[test]
+fn one_resolver_takes_four_digits_for_show_and_twelve_for_a_decision() {
+    use stream_proposals::review::{Resolved, resolve_prefix};
+    let w = World::new();
+    let id = &w.memory;
+    assert_eq!(
+        resolve_prefix(&w.store, &id.as_str()[..4], 4).unwrap(),
+        Resolved::One(id.clone())
+    );
+    assert_eq!(
+        resolve_prefix(&w.store, &id.as_str()[..3], 4).unwrap(),
+        Resolved::BadPrefix { min_digits: 4 }
+    );
+    for short in [4, 11] {
+        assert_eq!(
+            resolve_prefix(&w.store, &id.as_str()[..short], 12).unwrap(),
+            Resolved::BadPrefix { min_digits: 12 }
+        );
+    }
+    assert_eq!(
+        resolve_prefix(&w.store, "g000", 4).unwrap(),
+        Resolved::BadPrefix { min_digits: 4 }
     );
 }
