@@ -11,7 +11,7 @@ pub enum PageError {
     NotFound,
     /// The store failed or holds something this build cannot read.
     #[error("store: {0}")]
-    Store(#[from] stream_store::StoreError),
+    Storage(#[from] stream_store::StoreError),
     /// A stored snapshot or declaration did not load.
     #[error("context: {0}")]
     Context(#[from] stream_context::ContextError),

@@ -127,3 +127,70 @@ fn no_locked_dependency_needs_a_newer_rustc_than_declared() {
         env!("CARGO_PKG_RUST_VERSION")
     );
 }
+
+/// Architecture invariant: the inspector links nothing that holds a
+/// credential, sends to Telegram, runs a worker or orchestrates: it can
+/// only read and render.
+#[test]
+fn the_inspector_links_no_engine_broker_sandbox_or_telegram() {
+    let crates = tree(&["-p", "stream-inspect", "-e", "normal,build"]);
+    assert!(crates.contains("stream-store"), "{crates:?}");
+    for forbidden in [
+        "stream-engine",
+        "stream-broker",
+        "stream-sandbox",
+        "stream-telegram",
+        "stream-worker",
+        "reqwest",
+    ] {
+        assert!(
+            !crates.contains(forbidden),
+            "stream-inspect links {forbidden}"
+        );
+    }
+}
+
+/// Architecture invariant: the inspector's code names no way to write: no
+/// `Store` or `Tx` of the store (only `Read`), no transaction, no file
+/// written or created, no method but GET and HEAD routed.
+#[test]
+fn the_inspector_names_no_write() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../stream-inspect/src");
+    let mut files = vec![src.clone()];
+    let mut seen = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        seen += 1;
+        for word in ["Store", "Tx", "begin", "post", "put", "OpenOptions"] {
+            assert!(
+                !names_word(&text, word),
+                "{} names {word:?}",
+                path.display()
+            );
+        }
+        for call in [
+            "fs::write",
+            "File::create",
+            "create_dir",
+            "remove_file",
+            "rename(",
+            "delete(",
+            "patch(",
+        ] {
+            assert!(!text.contains(call), "{} names {call:?}", path.display());
+        }
+    }
+    assert!(seen >= 5, "the inspector's sources were not found");
+}
+
+/// Whether `word` occurs in `text` as a whole identifier.
+fn names_word(text: &str, word: &str) -> bool {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    text.match_indices(word).any(|(at, _)| {
+        !ident(text[..at].chars().next_back()) && !ident(text[at + word.len()..].chars().next())
+    })
+}

@@ -141,8 +141,10 @@ fn every_page_in_a_real_browser_with_the_live_tail_and_hostile_text_inert() {
     let sc = scripted();
     let i = Inspector::start(&sc.s);
     let origin = format!("http://{}", i.addr);
-    let turn = runs(&sc.s)[0].clone();
-    let sent = hex::encode(Sha256::digest(&sc.s.provider.requests()[0].body));
+    let turn = runs(&sc.s).last().unwrap().clone();
+    let sent = hex::encode(Sha256::digest(
+        &sc.s.provider.requests().last().unwrap().body,
+    ));
     let serve = Serve::start(&sc.s);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

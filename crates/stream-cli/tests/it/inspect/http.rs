@@ -346,3 +346,29 @@ impl Inspector {
         assert_eq!(self.get(route).status, 200, "{route}");
     }
 }
+
+/// Pages as stored goldens, one element a line: ids, hashes, times and the
+/// random `memory.md` id are the only parts that vary between runs.
+fn html_golden(name: &str, page: &str) {
+    let lines = page.replace("><", ">\n<");
+    insta::with_settings!({filters => vec![
+        (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[time]"),
+        (r"[0-9a-f]{64}", "[id]"),
+        (r"[0-9a-f]{12}", "[short]"),
+        (r"memory-[0-9a-f]{16}", "memory-[random]"),
+        (r"\b\d+ bytes\b", "[n] bytes"),
+    ]}, {
+        insta::assert_snapshot!(name, lines);
+    });
+}
+
+#[test]
+fn golden_html_of_the_hostile_proposal_and_memory_pages() {
+    let sc = scripted();
+    let i = Inspector::start(&sc.s);
+    html_golden(
+        "inspect_hostile_proposal",
+        &i.page(&format!("/proposals/{}", sc.hostile)),
+    );
+    html_golden("inspect_memory", &i.page("/memory"));
+}
