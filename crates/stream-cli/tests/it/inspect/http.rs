@@ -353,9 +353,9 @@ fn html_golden(name: &str, page: &str) {
     let lines = page.replace("><", ">\n<");
     insta::with_settings!({filters => vec![
         (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[time]"),
+        (r"memory-[0-9a-f]{16}", "memory-[random]"),
         (r"[0-9a-f]{64}", "[id]"),
         (r"[0-9a-f]{12}", "[short]"),
-        (r"memory-[0-9a-f]{16}", "memory-[random]"),
         (r"\b\d+ bytes\b", "[n] bytes"),
     ]}, {
         insta::assert_snapshot!(name, lines);
