@@ -12,6 +12,7 @@ mod connect;
 mod read;
 mod schema;
 mod session;
+mod tls;
 pub(crate) mod usage;
 mod write;
 
@@ -25,6 +26,7 @@ use stream_core::{
 };
 
 pub use schema::PG_SCHEMA_VERSION;
+pub use tls::TlsRefusal;
 
 use connect::Connector;
 use session::Session;
@@ -76,7 +78,8 @@ impl std::fmt::Debug for PostgresStore {
 
 impl PostgresStore {
     /// Connects to the database at `url` (a libpq URL or key/value string;
-    /// TLS when its `sslmode` asks for it) and applies migrations. Refuses,
+    /// TLS unless `sslmode=disable` to this machine, `tls::policy`) and
+    /// applies migrations. Refuses,
     /// writing nothing, a database holding other tables and a newer schema.
     /// No error repeats the URL.
     pub fn open(url: &str) -> Result<Self, StoreError> {

@@ -9,6 +9,7 @@ mod common;
 mod migration;
 mod parts;
 mod postgres;
+mod postgres_tls;
 mod processes;
 mod readonly;
 mod refusals;
