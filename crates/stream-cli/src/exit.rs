@@ -65,7 +65,10 @@ impl From<StoreError> for Failure {
             | StoreError::NewerSchema { .. }
             | StoreError::OlderSchema { .. }
             | StoreError::NoStore { .. }
-            | StoreError::NotPrivate { .. } => Self::Usage(e.into()),
+            | StoreError::NotPrivate { .. }
+            // A database URL whose TLS setting could expose the login and
+            // the store: the operator fixes the URL.
+            | StoreError::Tls(_) => Self::Usage(e.into()),
             StoreError::Missing { .. }
             | StoreError::InvalidRow { .. }
             | StoreError::SnapshotHash { .. }

@@ -46,7 +46,7 @@ mod usage;
 
 pub use migrate::SCHEMA_VERSION;
 pub use parts::SnapshotBytes;
-pub use postgres::{PG_SCHEMA_VERSION, PostgresStore};
+pub use postgres::{PG_SCHEMA_VERSION, PostgresStore, TlsRefusal};
 pub use readonly::ReadOnlyStore;
 pub use rows::*;
 pub use sqlite::SqliteStore;
@@ -154,6 +154,10 @@ pub enum StoreError {
         /// What is wrong with it.
         fault: PartFault,
     },
+    /// The PostgreSQL URL's TLS setting is refused before anything is
+    /// sent: it could carry the login and the store in plain text.
+    #[error("the database URL's TLS setting is refused: {0}")]
+    Tls(#[from] TlsRefusal),
     /// The backend failed.
     #[error("store backend error: {0}")]
     Backend(String),

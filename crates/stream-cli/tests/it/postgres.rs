@@ -176,3 +176,38 @@ fn a_review_only_config_refuses_serve_and_scan() {
         assert!(!err.contains(&url), "the URL is never printed");
     }
 }
+
+/// A database URL whose TLS could fall back to plain text, or that asks for
+/// plain text to another machine, is a usage error (exit 2) naming the
+/// mode and never the password; no server is needed to refuse it.
+#[test]
+fn a_database_url_that_could_go_plain_text_exits_2() {
+    let mut s = sqlite_stack(ProviderApi::OpenaiChat);
+    s.use_postgres("set per command below").unwrap();
+    let canary = "canary-pw-41c4";
+    for (url, named) in [
+        (
+            format!("postgres://bot:{canary}@db.example/thestream?sslmode=prefer"),
+            "sslmode=prefer",
+        ),
+        (
+            format!("host=db.example user=bot password={canary} sslmode=allow"),
+            "sslmode=allow",
+        ),
+        (
+            format!("postgres://bot:{canary}@db.example/thestream?sslmode=disable"),
+            "sslmode=disable is allowed only to this machine",
+        ),
+    ] {
+        let ran: stream_testkit::stack::Ran = s
+            .command(&["proposal-list"])
+            .env("THESTREAM_DATABASE_URL", &url)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(ran.code, 2, "{url}: {}", ran.stderr);
+        assert!(ran.stderr.contains(named), "{}", ran.stderr);
+        assert!(!ran.stderr.contains(canary), "{}", ran.stderr);
+        assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+    }
+}

@@ -1,19 +1,27 @@
-//! How to reach the server: the parsed URL, TLS when the URL asks for it,
-//! and a label for errors that names the database but never the password.
-
-use std::sync::Arc;
+//! How to reach the server: the parsed URL, its transport as
+//! [`tls::policy`] decides it, and a label for errors that names the
+//! database but never the password. Every connection, the writing store's
+//! and the read-only one's, is made here.
 
 use postgres::Client;
 use postgres::config::{Host, SslMode};
-use rustls_platform_verifier::BuilderVerifierExt;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::tls;
 use crate::StoreError;
+
+/// The transport [`tls::policy`] chose, ready to connect with.
+#[derive(Clone)]
+enum Link {
+    Plain,
+    Tls(MakeRustlsConnect),
+}
 
 /// Connects, again whenever a connection is lost.
 #[derive(Clone)]
 pub(crate) struct Connector {
     config: postgres::Config,
+    link: Link,
     /// Run after every connection (the reader's `LISTEN`).
     setup: &'static str,
     /// `postgres://host:port/dbname`: no user, no password.
@@ -21,12 +29,22 @@ pub(crate) struct Connector {
 }
 
 impl Connector {
-    /// Parses a libpq-style URL or key/value string. The error never
-    /// repeats the URL (it holds a password).
+    /// Parses a libpq-style URL or key/value string and decides its
+    /// transport; a refused one is refused here, before any connection.
+    /// The error never repeats the URL (it holds a password).
     pub(crate) fn parse(url: &str) -> Result<Self, StoreError> {
-        let mut config: postgres::Config = url.parse().map_err(|_| {
-            StoreError::Backend("the database URL does not parse as a PostgreSQL URL".into())
-        })?;
+        let (mut config, transport) = tls::decide(url)?;
+        let link = match transport {
+            tls::Transport::Plain => {
+                config.ssl_mode(SslMode::Disable);
+                Link::Plain
+            }
+            // TLS or nothing: the client never falls back under `require`.
+            tls::Transport::Tls(roots) => {
+                config.ssl_mode(SslMode::Require);
+                Link::Tls(tls::connector(&roots)?)
+            }
+        };
         // Named in pg_stat_activity, unless the URL names it.
         if config.get_application_name().is_none() {
             config.application_name("thestream");
@@ -47,6 +65,7 @@ impl Connector {
         let label = format!("postgres://{host}:{port}/{db}");
         Ok(Self {
             config,
+            link,
             setup: "",
             label,
         })
@@ -66,12 +85,9 @@ impl Connector {
     }
 
     pub(crate) fn connect(&self) -> Result<Client, StoreError> {
-        let client = match self.config.get_ssl_mode() {
-            SslMode::Disable => self.config.connect(postgres::NoTls),
-            // `prefer` falls back to plain text when the server has no TLS;
-            // `require` refuses to. Certificates are checked with the
-            // platform's roots, as for the provider.
-            _ => self.config.connect(tls()?),
+        let client = match &self.link {
+            Link::Plain => self.config.connect(postgres::NoTls),
+            Link::Tls(tls) => self.config.connect(tls.clone()),
         }
         .map_err(|e| connect_error(&self.label, &e))?;
         let mut client = client;
@@ -82,18 +98,16 @@ impl Connector {
     }
 }
 
-fn tls() -> Result<MakeRustlsConnect, StoreError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|b| b.with_platform_verifier())
-        .map_err(|e| StoreError::Backend(format!("TLS setup failed: {e}")))?
-        .with_no_client_auth();
-    Ok(MakeRustlsConnect::new(config))
-}
-
-/// A connection failure, naming the server and what went wrong (the
-/// client's messages carry no password).
+/// A connection failure, naming the server and what went wrong, with the
+/// cause the client's message leaves out ("server does not support TLS",
+/// a certificate's issuer unknown). The client's messages carry no password.
 fn connect_error(label: &str, e: &postgres::Error) -> StoreError {
-    StoreError::Backend(format!("cannot connect to {label}: {}", super::describe(e)))
+    let cause = match (e.as_db_error(), std::error::Error::source(e)) {
+        (None, Some(cause)) => format!(": {cause}"),
+        (Some(_), _) | (None, None) => String::new(),
+    };
+    StoreError::Backend(format!(
+        "cannot connect to {label}: {}{cause}",
+        super::describe(e)
+    ))
 }

@@ -13,6 +13,7 @@ mod read;
 pub(crate) mod readonly;
 mod schema;
 mod session;
+mod tls;
 pub(crate) mod usage;
 mod write;
 
@@ -26,6 +27,7 @@ use stream_core::{
 };
 
 pub use schema::PG_SCHEMA_VERSION;
+pub use tls::TlsRefusal;
 
 use connect::Connector;
 use session::Session;
@@ -77,7 +79,8 @@ impl std::fmt::Debug for PostgresStore {
 
 impl PostgresStore {
     /// Connects to the database at `url` (a libpq URL or key/value string;
-    /// TLS when its `sslmode` asks for it) and applies migrations. Refuses,
+    /// TLS unless `sslmode=disable` to this machine, `tls::policy`) and
+    /// applies migrations. Refuses,
     /// writing nothing, a database holding other tables and a newer schema.
     /// No error repeats the URL.
     pub fn open(url: &str) -> Result<Self, StoreError> {

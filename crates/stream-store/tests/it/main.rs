@@ -10,6 +10,7 @@ mod migration;
 mod parts;
 mod postgres;
 mod postgres_readonly;
+mod postgres_tls;
 mod processes;
 mod readonly;
 mod refusals;
