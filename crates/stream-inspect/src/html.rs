@@ -188,6 +188,18 @@ mod tests {
     }
 
     #[test]
+    fn ten_thousand_lines_and_a_64_kib_line_are_shown_whole() {
+        let lines: String = (0..10_000).map(|i| format!("<b>line {i}</b>\n")).collect();
+        let out = block(&lines).into_string();
+        assert_eq!(out.matches("&lt;b&gt;line ").count(), 10_000);
+        assert!(!out.contains("<b>"));
+        let long = "\u{202e}x".repeat(32 * 1024);
+        let out = block(&long).into_string();
+        assert!(out.contains("32,768 hidden characters made visible"));
+        assert!(!out.contains('\u{202e}'));
+    }
+
+    #[test]
     fn a_summary_announces_what_it_leaves_out() {
         let out = summary("first line\nsecond", 5).into_string();
         assert!(out.contains("first"), "{out}");

@@ -3,9 +3,15 @@
 //! nothing: it shows the command that would.
 
 use maud::{Markup, html};
-use stream_core::EventId;
+use std::collections::BTreeMap;
+
+use stream_core::ids::derive_run_id;
+use stream_core::payload::MessageObservation;
 use stream_core::payload::ProposalKind;
-use stream_proposals::review::{DiffTense, ProposalShow, ProposalView, State, get, list, show};
+use stream_core::{EventId, RunId};
+use stream_proposals::review::{
+    DiffTense, EvidenceKind, ProposalShow, ProposalView, State, get, list, show,
+};
 use stream_store::Read;
 
 use crate::PageError;
@@ -27,13 +33,39 @@ pub fn gather_list(store: &dyn Read) -> Result<Vec<ProposalView>, PageError> {
     Ok(views)
 }
 
-/// One proposal with its memory diff.
-pub fn gather_one(store: &dyn Read, id: &str) -> Result<ProposalShow, PageError> {
+/// One proposal whole, and the turn of each cited evidence.
+pub struct One {
+    shown: ProposalShow,
+    turns: BTreeMap<EventId, RunId>,
+}
+
+/// One proposal with its memory diff, and the turn each evidence belongs
+/// to: a cited reply's own run, a cited message's run of the proposing
+/// declaration (when it exists).
+pub fn gather_one(store: &dyn Read, id: &str) -> Result<One, PageError> {
     let id = EventId::parse(id).map_err(|_| PageError::NotFound)?;
     let view = get(store, &id)?.ok_or(PageError::NotFound)?;
     let mut shown = show(store, view)?;
     stream_memory::review::add_memory_diff(store, &mut shown)?;
-    Ok(shown)
+    let mut turns = BTreeMap::new();
+    for e in &shown.view.evidence {
+        let run = match e.kind {
+            EvidenceKind::Reply => store
+                .event(&e.id)?
+                .and_then(|ev| ev.decode::<MessageObservation>().ok())
+                .map(|o| o.run_id),
+            EvidenceKind::Message => shown
+                .proposer
+                .as_ref()
+                .and_then(|p| derive_run_id(&p.agent_id, p.agent_version, &e.id).ok()),
+        };
+        if let Some(run) = run
+            && store.run(&run)?.is_some()
+        {
+            turns.insert(e.id.clone(), run);
+        }
+    }
+    Ok(One { shown, turns })
 }
 
 fn kind(kind: ProposalKind) -> &'static str {
@@ -80,7 +112,8 @@ pub fn render_list(views: &[ProposalView]) -> Markup {
 }
 
 /// One proposal whole, and the commands that would decide it.
-pub fn render_one(shown: &ProposalShow) -> Markup {
+pub fn render_one(one: &One) -> Markup {
+    let shown = &one.shown;
     let v = &shown.view;
     let body = html! {
         h1 { "Proposal " code { (v.short_id) } }
@@ -105,7 +138,11 @@ pub fn render_one(shown: &ProposalShow) -> Markup {
             h2 { "Evidence it cites" }
             @for e in &v.evidence {
                 section.evidence {
-                    h3 { (e.kind.as_str()) " " code { (e.id.short(12)) } }
+                    h3 { (e.kind.as_str()) " " code { (e.id.short(12)) }
+                        @if let Some(run) = one.turns.get(&e.id) {
+                            " · turn " (id_link("/turns/", run.as_str()))
+                        }
+                    }
                     (block(&e.text))
                 }
             }

@@ -372,3 +372,26 @@ fn golden_html_of_the_hostile_proposal_and_memory_pages() {
     );
     html_golden("inspect_memory", &i.page("/memory"));
 }
+
+#[test]
+fn a_review_only_config_inspects_the_same_store() {
+    let sc = scripted();
+    let path = sc.s.path().join("thestream.toml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    let start = config.find("[context]").unwrap();
+    let end = start + 1 + config[start + 1..].find("\n[").unwrap();
+    std::fs::write(&path, format!("{}{}", &config[..start], &config[end..])).unwrap();
+    assert!(
+        !std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("[context]")
+    );
+    let i = Inspector::start(&sc.s);
+    for route in ROUTES {
+        assert_eq!(i.get(route).status, 200, "{route}");
+    }
+    let memory = i.page("/memory");
+    assert!(memory.contains(sc.accepted_line));
+    let proposal = i.page(&format!("/proposals/{}", sc.hostile));
+    assert!(proposal.contains("stale"));
+}
