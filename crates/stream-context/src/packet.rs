@@ -42,14 +42,22 @@ fn image(store: &dyn Read, turn: &UserTurn) -> Result<Option<Image>, ContextErro
     }))
 }
 
-/// The system prompt: the declaration's prompt, the memory document when the
-/// snapshot holds one, and the annotation guide.
-pub fn system_prompt(snapshot: &Snapshot) -> String {
+/// The declaration's prompt and the memory document when the snapshot holds
+/// one: the system prompt without the annotation guide (a training example,
+/// which shows no annotation).
+pub fn prompt_with_memory(snapshot: &Snapshot) -> String {
     let mut system = snapshot.prompt.text.trim_end().to_owned();
     if let Some(memory) = &snapshot.memory {
         system.push_str("\n\n## memory.md (approved memory, read-only)\n\n");
         system.push_str(memory.text.trim_end());
     }
+    system
+}
+
+/// The system prompt: the declaration's prompt, the memory document when the
+/// snapshot holds one, and the annotation guide.
+pub fn system_prompt(snapshot: &Snapshot) -> String {
+    let mut system = prompt_with_memory(snapshot);
     system.push_str("\n\n");
     system.push_str(annotation::GUIDE);
     system

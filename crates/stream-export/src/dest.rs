@@ -169,7 +169,10 @@ pub fn write(
         Format::Sft,
         &selection.examples,
         &provenance,
-        &selection.excluded,
+        LeftOut {
+            judgments: &selection.excluded,
+            turns: &selection.left_out_turns,
+        },
     )
 }
 
@@ -193,8 +196,26 @@ pub fn write_pairs(
         Format::Dpo,
         &selection.pairs,
         &provenance,
-        &selection.excluded,
+        LeftOut {
+            judgments: &selection.excluded,
+            turns: &selection.left_out_turns,
+        },
     )
+}
+
+/// What the manifest says was left out, by reason: whole judgments, and
+/// earlier turns of the examples' transcripts.
+struct LeftOut<'a> {
+    judgments: &'a BTreeMap<Exclusion, usize>,
+    turns: &'a BTreeMap<Exclusion, usize>,
+}
+
+fn counts(by_reason: &BTreeMap<Exclusion, usize>) -> serde_json::Value {
+    by_reason
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 fn write_lines<T: serde::Serialize>(
@@ -203,7 +224,7 @@ fn write_lines<T: serde::Serialize>(
     format: Format,
     lines: &[T],
     provenance: &[&Provenance],
-    excluded: &BTreeMap<Exclusion, usize>,
+    left_out: LeftOut<'_>,
 ) -> Result<WriteReport, ExportError> {
     let mut jsonl = Vec::new();
     for line in lines {
@@ -214,10 +235,6 @@ fn write_lines<T: serde::Serialize>(
     let digest = sha256(&jsonl);
     let manifest_path = PathBuf::from(format!("{}.manifest.json", path.display()));
     check_destination(&manifest_path)?;
-    let excluded: serde_json::Map<String, serde_json::Value> = excluded
-        .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
-        .collect();
     let manifest = json!({
         "format": "thestream/training-export/1",
         "kind": kind.as_str(),
@@ -226,7 +243,8 @@ fn write_lines<T: serde::Serialize>(
         "examples": lines.len(),
         "sha256": digest,
         "judgmentEventIds": provenance.iter().map(|p| &p.judgment_event_id).collect::<Vec<_>>(),
-        "excluded": excluded,
+        "excluded": counts(left_out.judgments),
+        "leftOutTurns": counts(left_out.turns),
     });
     let manifest_bytes = serde_json::to_vec_pretty(&manifest)
         .map_err(|_| ExportError::Io(std::io::ErrorKind::InvalidData))?;

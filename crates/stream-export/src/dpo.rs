@@ -40,6 +40,8 @@ pub struct PairSelection {
     pub pairs: Vec<PreferencePair>,
     /// Exclusions by reason.
     pub excluded: std::collections::BTreeMap<Exclusion, usize>,
+    /// Earlier turns left out of the prompts, by reason.
+    pub left_out_turns: std::collections::BTreeMap<Exclusion, usize>,
 }
 
 /// Turns a revalidated selection into preference pairs.
@@ -50,6 +52,7 @@ pub fn preference_pairs(
     let mut out = PairSelection {
         pairs: Vec::new(),
         excluded: selection.excluded,
+        left_out_turns: selection.left_out_turns,
     };
     for example in selection.examples {
         match pair_of(store, example)? {

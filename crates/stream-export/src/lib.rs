@@ -6,27 +6,32 @@
 //! true). Read [`select`] then [`write()`]; `--format dpo` turns the same
 //! selection into preference pairs ([`preference_pairs`], [`write_pairs`]).
 //! An external example holds only externally eligible text: no memory, no
-//! private correction, no internal id annotation (see [`EXTERNAL_CONTENTS`]);
-//! a private one is exactly the snapshot the model saw.
+//! private correction (see [`EXTERNAL_CONTENTS`]); a private one is the
+//! snapshot the model saw, as text ([`PRIVATE_CONTENTS`]). Neither holds an
+//! internal id annotation: ids live in `provenance`.
 //!
 //! Agent proposals are excluded from every training projection: examples
 //! come only from human judgments, and their transcript carries text turns,
-//! never proposal calls. Nothing is written to stdout; files are owner-only
-//! and atomic.
+//! never proposal calls. So a reply the system wrote in the model's place (a
+//! proposal's acknowledgment, a deterministic reply) is neither a target nor
+//! a DPO answer (`acknowledgment`, `deterministic`), and as an earlier turn
+//! it is left out with the owner message it answered: the example never
+//! claims a call it does not show. Nothing is written to stdout; files are
+//! owner-only and atomic.
 
 #![deny(missing_docs)]
 
 mod dest;
 mod dpo;
 mod example;
-mod external;
 mod select;
+mod transcript;
 
 pub use dest::{DestinationError, WriteReport, check_destination, write, write_pairs};
 pub use dpo::{PairInput, PairSelection, PreferencePair, preference_pairs};
 pub use example::{ChatMessage, Example, Provenance};
-pub use external::{EXTERNAL_CONTENTS, PRIVATE_CONTENTS};
 pub use select::{Exclusion, Selection, select};
+pub use transcript::{EXTERNAL_CONTENTS, PRIVATE_CONTENTS};
 
 /// Which export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

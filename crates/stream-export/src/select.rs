@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 use stream_context::Snapshot;
-use stream_context::packet::{history, system_prompt, user_text};
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{
     BotCommand, Criterion, DeliveryReceipt, Disposition, JudgmentRecorded, MessageObservation,
@@ -13,11 +12,10 @@ use stream_core::payload::{
 use stream_core::{EventId, NewEvent, Payload, SourceName, StoredEvent};
 use stream_proposals::chain::ProposalBody;
 use stream_proposals::project::verify_decision;
-use stream_protocol::HistoryMessage;
 use stream_store::{EventQuery, Read, RunStatus};
 
-use crate::example::{ChatMessage, Example, Provenance};
-use crate::external::{self, EligibleReplacements, TranscriptError};
+use crate::example::{Example, Provenance};
+use crate::transcript::{self, Judgments, Rendered, TranscriptError, parent_written};
 use crate::{ExportError, ExportKind};
 
 /// Why a judgment is not exported. Content-dark.
@@ -33,6 +31,12 @@ pub enum Exclusion {
     Chain(&'static str),
     /// `--format dpo`: the replacement equals the original.
     NoPreference,
+    /// The judged reply is the parent's fixed acknowledgment of a proposal:
+    /// its call is not in the example, so it would teach a claim without it.
+    Acknowledgment,
+    /// The judged reply is a deterministic declaration's fixed text, which
+    /// the model did not write.
+    Deterministic,
 }
 
 impl Exclusion {
@@ -44,6 +48,8 @@ impl Exclusion {
             Self::Superseded => "superseded",
             Self::Chain(link) => link,
             Self::NoPreference => "no-preference",
+            Self::Acknowledgment => "acknowledgment",
+            Self::Deterministic => "deterministic",
         }
     }
 }
@@ -55,6 +61,9 @@ pub struct Selection {
     pub examples: Vec<Example>,
     /// Exclusions by reason.
     pub excluded: BTreeMap<Exclusion, usize>,
+    /// Earlier turns left out of the examples' transcripts, by reason
+    /// (`acknowledgment`, `deterministic`).
+    pub left_out_turns: BTreeMap<Exclusion, usize>,
 }
 
 /// Why one judgment produced no example: excluded (counted) or a store
@@ -127,17 +136,21 @@ fn feedback_matches(store: &dyn Read, j: &JudgmentRecorded, chat: i64) -> Result
 /// run, output, trigger, feedback, exact single-run delivery receipt,
 /// retry-stable snapshot — and builds its example: for the private export
 /// the snapshot as the model saw it, for the external one only externally
-/// eligible text ([`external`]).
+/// eligible text ([`transcript`]). A judged reply the model did not write
+/// is no example ([`parent_written`]).
 fn example_of(
     store: &dyn Read,
     event: &StoredEvent,
     j: &JudgmentRecorded,
     kind: ExportKind,
-    eligible: &EligibleReplacements,
-) -> Result<Example, Skip> {
+    all: &Judgments,
+) -> Result<(Example, BTreeMap<Exclusion, usize>), Skip> {
     let output_event = get(store, &j.target_output_event_id, "output")?;
     let output: MessageObservation = decode(&output_event, "output")?;
     require(output.run_id == j.target_run_id, "output")?;
+    if let Some(reason) = parent_written(output.origin) {
+        return Err(Skip::Excluded(reason));
+    }
     let trigger_id = output.trigger_event_id.clone();
 
     // The judgment envelope is exactly what recording it produces.
@@ -193,16 +206,14 @@ fn example_of(
 
     require(feedback_matches(store, j, output.chat_id)?, "feedback")?;
 
-    let replacement = j.replacement.text.as_str();
-    let messages = match kind {
-        ExportKind::Private => messages(&snapshot, replacement),
-        ExportKind::External => external::messages(store, &snapshot, replacement, eligible)
-            .map_err(|e| match e {
+    let Rendered { messages, left_out } =
+        transcript::messages(store, &snapshot, j.replacement.text.as_str(), kind, all).map_err(
+            |e| match e {
                 TranscriptError::Broken => broken("transcript"),
                 TranscriptError::Store(e) => e.into(),
-            })?,
-    };
-    Ok(Example {
+            },
+        )?;
+    let example = Example {
         messages,
         provenance: Provenance {
             judgment_event_id: Some(event.id().clone()),
@@ -215,45 +226,8 @@ fn example_of(
             context_snapshot_id: Some(snapshot_id),
             declaration_fingerprint: Some(completed.declaration_fingerprint),
         },
-    })
-}
-
-/// The chat messages: system, the transcript as the snapshot held it (text
-/// turns only: proposal calls never enter training), the trigger, and the
-/// judged replacement as the assistant turn.
-fn messages(snapshot: &Snapshot, replacement: &str) -> Vec<ChatMessage> {
-    let mut out = vec![ChatMessage {
-        role: "system",
-        content: system_prompt(snapshot),
-    }];
-    for message in history(snapshot) {
-        match message {
-            HistoryMessage::User {
-                text: Some(text), ..
-            } => out.push(ChatMessage {
-                role: "user",
-                content: text,
-            }),
-            HistoryMessage::Assistant {
-                text: Some(text), ..
-            } => out.push(ChatMessage {
-                role: "assistant",
-                content: text,
-            }),
-            HistoryMessage::User { text: None, .. }
-            | HistoryMessage::Assistant { text: None, .. }
-            | HistoryMessage::ToolResult { .. } => {}
-        }
-    }
-    out.push(ChatMessage {
-        role: "user",
-        content: user_text(&snapshot.trigger),
-    });
-    out.push(ChatMessage {
-        role: "assistant",
-        content: replacement.to_owned(),
-    });
-    out
+    };
+    Ok((example, left_out))
 }
 
 /// Selects the examples of `kind`, with a callback per judgment examined
@@ -284,12 +258,17 @@ pub fn select(
     }
     // The active judgment of an output is its latest.
     let mut latest: BTreeMap<EventId, EventId> = BTreeMap::new();
-    // What an earlier reply may read as in an external example.
-    let mut eligible = EligibleReplacements::new();
+    // How an earlier reply may read externally, and which /correct judged it.
+    let mut judgments = Judgments::default();
     for (event, j) in &judged {
         latest.insert(j.target_output_event_id.clone(), event.id().clone());
+        judgments.judged_by_feedback.insert(
+            j.feedback_source_event_id.clone(),
+            j.target_output_event_id.clone(),
+        );
         if j.external_export_eligible {
-            eligible
+            judgments
+                .eligible
                 .entry(j.target_output_event_id.clone())
                 .or_default()
                 .insert(j.replacement.text.as_str().to_owned());
@@ -305,10 +284,15 @@ pub fn select(
         } else if kind == ExportKind::External && !j.external_export_eligible {
             Err(Skip::Excluded(Exclusion::NotExternallyEligible))
         } else {
-            example_of(store, event, j, kind, &eligible)
+            example_of(store, event, j, kind, &judgments)
         };
         match verdict {
-            Ok(example) => selection.examples.push(example),
+            Ok((example, left_out)) => {
+                selection.examples.push(example);
+                for (reason, count) in left_out {
+                    *selection.left_out_turns.entry(reason).or_default() += count;
+                }
+            }
             Err(Skip::Excluded(reason)) => *selection.excluded.entry(reason).or_default() += 1,
             Err(Skip::Failed(e)) => return Err(e),
         }

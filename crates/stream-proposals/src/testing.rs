@@ -286,6 +286,34 @@ pub fn focus() -> ValidatedProposal {
 }
 
 impl World {
+    /// A later owner message answered by the model with `reply` (no
+    /// proposal), delivered: its output, receipt and root message.
+    pub fn model_turn(&mut self, text: &str, reply: &str) -> (NewEvent, EventId, StoredEvent) {
+        let root = self.base.message(text);
+        let (settlement, _) = self.base.settle_run(&root, Some(reply), |_| vec![]);
+        let receipt = self.base.deliver(settlement.output(), &root);
+        (settlement.output().clone(), receipt, root)
+    }
+
+    /// A later owner message answered with a deterministic fixed `reply`
+    /// under the conversation agent's name (so later transcripts hold it),
+    /// delivered: its output, receipt and root message.
+    pub fn deterministic_turn(
+        &mut self,
+        text: &str,
+        reply: &str,
+    ) -> (NewEvent, EventId, StoredEvent) {
+        let root = self.base.message(text);
+        let mut facts = facts(&root, None);
+        facts.provider = None;
+        facts.worker_bundle_sha256 = None;
+        let reply = stream_core::text::ReplyText::new(reply).unwrap();
+        let settlement = Settlement::deterministic(&facts, reply).unwrap();
+        commit(&self.base.store, &settlement).unwrap();
+        let receipt = self.base.deliver(settlement.output(), &root);
+        (settlement.output().clone(), receipt, root)
+    }
+
     /// Delivers the trigger run's acknowledgment; returns the receipt id.
     pub fn deliver_trigger_reply(&self) -> EventId {
         self.base.deliver(&self.trigger_output, &self.trigger)

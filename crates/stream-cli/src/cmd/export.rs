@@ -72,16 +72,18 @@ fn run(ctx: &Ctx, output: PathBuf, kind: ExportKind, format: Format) -> CmdResul
     })
     .map_err(failure)?;
     bar.finish_and_clear();
-    let (report, excluded) = match format {
+    let (report, excluded, left_out_turns) = match format {
         Format::Sft => (
             write(&output, kind, &selection).map_err(failure)?,
             selection.excluded,
+            selection.left_out_turns,
         ),
         Format::Dpo => {
             let pairs = preference_pairs(&store, selection).map_err(failure)?;
             (
                 write_pairs(&output, kind, &pairs).map_err(failure)?,
                 pairs.excluded,
+                pairs.left_out_turns,
             )
         }
     };
@@ -94,6 +96,9 @@ fn run(ctx: &Ctx, output: PathBuf, kind: ExportKind, format: Format) -> CmdResul
     println!("manifest {}", report.manifest.display());
     for (reason, count) in &excluded {
         println!("excluded {count}: {}", reason.as_str());
+    }
+    for (reason, count) in &left_out_turns {
+        println!("earlier turns left out {count}: {}", reason.as_str());
     }
     Ok(())
 }

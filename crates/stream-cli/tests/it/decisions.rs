@@ -115,3 +115,63 @@ fn exports_through_the_cli() {
         run.stdout
     );
 }
+
+/// Issue 43: the trigger's acknowledgment, delivered and `/correct`ed, is
+/// no example and no DPO answer; the later example leaves it out; the CLI
+/// says so by reason and prints no content.
+#[test]
+fn exports_leave_out_acknowledgments_and_say_so() {
+    use std::os::unix::fs::PermissionsExt;
+    let question = stream_testkit::canary::Canary::new("cli-export-question");
+    let home = Home::init();
+    let mut w = world(&home);
+    let ack: stream_core::payload::MessageObservation =
+        serde_json::from_slice(&w.trigger_output.payload).unwrap();
+    let receipt = w.deliver_trigger_reply();
+    let (output, root) = (w.trigger_output.clone(), w.trigger.id().clone());
+    w.owner_correct(&output, &receipt, &root, "Saved. Anything else?");
+    let (output, receipt, root) = w.model_turn(question.as_str(), "Milan.");
+    w.owner_correct(&output, &receipt, root.id(), "Rome.");
+    let out_dir = home.path().join("exports");
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::set_permissions(&out_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    for (file, format) in [("sft.jsonl", "sft"), ("dpo.jsonl", "dpo")] {
+        let path = out_dir.join(file);
+        let run = home.run(&[
+            "private-training-export",
+            "--output",
+            path.to_str().unwrap(),
+            "--acknowledge-sensitive-private-training",
+            "--format",
+            format,
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert!(
+            run.stdout.starts_with("1 examples written"),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            run.stdout.contains("excluded 1: acknowledgment")
+                && run
+                    .stdout
+                    .contains("earlier turns left out 1: acknowledgment"),
+            "{}",
+            run.stdout
+        );
+        for printed in [&run.stdout, &run.stderr] {
+            assert!(!printed.contains(question.as_str()), "{printed}");
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(question.as_str()), "the example keeps it");
+        for claim in [ack.text.as_str(), "Saved. Anything else?", "⟨"] {
+            assert!(!text.contains(claim), "{claim}: {text}");
+        }
+        let manifest: Value = serde_json::from_str(
+            &std::fs::read_to_string(format!("{}.manifest.json", path.display())).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(manifest["excluded"]["acknowledgment"], 1, "{manifest}");
+        assert_eq!(manifest["leftOutTurns"]["acknowledgment"], 1, "{manifest}");
+    }
+}

@@ -3,7 +3,6 @@
 use stream_core::payload::Disposition;
 use stream_export::{Exclusion, ExportKind, preference_pairs, select, write_pairs};
 use stream_proposals::testing::World;
-use stream_store::Read;
 
 #[test]
 fn dpo_pair_golden_line() {
@@ -27,20 +26,8 @@ fn dpo_pair_golden_line() {
 #[test]
 fn a_replacement_equal_to_the_original_is_excluded_as_no_preference() {
     let mut w = World::new();
-    let receipt = w.deliver_trigger_reply();
-    let output = w.trigger_output.clone();
-    let root = w.trigger.id().clone();
-    let original = w
-        .store
-        .event(&output.id)
-        .unwrap()
-        .unwrap()
-        .decode::<stream_core::payload::MessageObservation>()
-        .unwrap()
-        .text
-        .as_str()
-        .to_owned();
-    w.owner_correct(&output, &receipt, &root, &original);
+    let (output, receipt, root) = w.model_turn("And the capital of Italy?", "Rome.");
+    w.owner_correct(&output, &receipt, root.id(), "Rome.");
     let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
     assert_eq!(selection.examples.len(), 1, "sft keeps it");
     let pairs = preference_pairs(&w.store, selection).unwrap();

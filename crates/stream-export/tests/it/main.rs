@@ -9,6 +9,7 @@
 )]
 
 mod dpo;
+mod truth;
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -21,15 +22,22 @@ use stream_proposals::testing::World;
 use stream_store::Read;
 use stream_testkit::canary::Canary;
 
-/// A world with an accepted self-correction (of the earlier reply) and the
-/// owner's own `/correct` (of the trigger's reply).
+/// The owner's replacement of the trigger's acknowledgment.
+const ACK_REPLACEMENT: &str = "Saved. Anything else?";
+
+/// A world with an accepted self-correction (of the earlier reply), the
+/// trigger's acknowledgment delivered and `/correct`ed by the owner (no
+/// example: the parent wrote it), and a later model reply the owner
+/// `/correct`ed. Returns the self-correction's and the last judgment's ids.
 fn judged_world() -> (World, EventId, EventId) {
     let mut w = World::new();
     let self_correction = w.decide_correction(Disposition::Accept, None);
     let receipt = w.deliver_trigger_reply();
     let output = w.trigger_output.clone();
     let root = w.trigger.id().clone();
-    let owner = w.owner_correct(&output, &receipt, &root, "Saved. Anything else?");
+    w.owner_correct(&output, &receipt, &root, ACK_REPLACEMENT);
+    let (output, receipt, root) = w.model_turn("And the capital of Italy?", "Milan.");
+    let owner = w.owner_correct(&output, &receipt, root.id(), "Rome.");
     (w, self_correction, owner)
 }
 
@@ -82,7 +90,8 @@ fn external_export_excludes_self_corrections() {
 
 /// Issue 12: the external example of the owner's `/correct` holds no
 /// `memory.md` and no internal id annotation; the private example of the
-/// same judgment is the snapshot as the model saw it.
+/// same judgment keeps `memory.md` and, like every example, no annotation
+/// either (issue 43: ids live in provenance).
 #[test]
 fn external_examples_carry_no_memory_and_no_internal_ids() {
     let (w, _, owner) = judged_world();
@@ -98,19 +107,18 @@ fn external_examples_carry_no_memory_and_no_internal_ids() {
     let external = of(ExportKind::External);
     let text = serde_json::to_string(&external.messages).unwrap();
     let memory = "# Memory";
-    assert!(private.contains(memory) && private.contains("⟨message "));
+    assert!(private.contains(memory), "{private}");
     assert!(!text.contains(memory), "{text}");
-    assert!(
-        !text.contains("⟨message") && !text.contains("⟨reply"),
-        "{text}"
-    );
-    for id in [w.trigger.id(), &w.earlier_output, &w.earlier_receipt] {
-        assert!(!text.contains(id.as_str()), "{text}");
+    for messages in [&text, &private] {
+        assert!(
+            !messages.contains("⟨message") && !messages.contains("⟨reply"),
+            "{messages}"
+        );
+        for id in [w.trigger.id(), &w.earlier_output, &w.earlier_receipt] {
+            assert!(!messages.contains(id.as_str()), "{messages}");
+        }
     }
-    assert_eq!(
-        external.messages.last().unwrap().content,
-        "Saved. Anything else?"
-    );
+    assert_eq!(external.messages.last().unwrap().content, "Rome.");
     assert_eq!(
         external.messages.len(),
         of(ExportKind::Private).messages.len()

@@ -28,13 +28,24 @@ fn selection(title: &str, command: &str, s: &Selection) -> Markup {
         section.export {
             h2 { (title) }
             p { (s.examples.len()) " example(s) would be written by " code { (command) } "." }
-            @if s.excluded.is_empty() {
+            @if s.excluded.is_empty() && s.left_out_turns.is_empty() {
                 p { "Nothing is left out." }
-            } @else {
+            }
+            @if !s.excluded.is_empty() {
                 table.list {
                     thead { tr { th { "left out because" } th { "judgments" } } }
                     tbody {
                         @for (why, n) in &s.excluded {
+                            tr { td { code { (why.as_str()) } } td { (n) } }
+                        }
+                    }
+                }
+            }
+            @if !s.left_out_turns.is_empty() {
+                table.list {
+                    thead { tr { th { "earlier turns left out because" } th { "turns" } } }
+                    tbody {
+                        @for (why, n) in &s.left_out_turns {
                             tr { td { code { (why.as_str()) } } td { (n) } }
                         }
                     }
