@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod events;
 pub mod export;
 pub mod init;
+pub mod key;
 pub mod memory;
 pub mod pair;
 pub mod proposals;

@@ -25,4 +25,5 @@ mod postgres;
 mod private_store;
 mod repo;
 mod review;
+mod signed_decisions;
 mod telegram_menu;

@@ -9,7 +9,7 @@ use stream_context::Snapshot;
 use stream_context::Turn;
 use stream_core::payload::{
     CorrectionProposed, FocusDeclarationProposed, MemoryChangeProposed, MessageObservation,
-    ProposalDecision, Proposer,
+    Proposer, RecordedDecision,
 };
 use stream_core::{EventId, VersionId};
 use stream_store::{Read, StoreError};
@@ -147,7 +147,7 @@ pub fn show(store: &dyn Read, view: ProposalView) -> Result<ProposalShow, StoreE
     };
     let decision = match &view.decision_event_id {
         Some(id) => store.event(id)?.and_then(|e| {
-            let d = e.decode::<ProposalDecision>().ok()?;
+            let d = RecordedDecision::decode(&e).ok()?.decision();
             Some(DecisionView {
                 id: id.clone(),
                 disposition: d.disposition.as_str(),
