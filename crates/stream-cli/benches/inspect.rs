@@ -184,6 +184,7 @@ fn main() {
         &w.base.store,
         false,
         stream_proposals::review::Depth::Summary,
+        &stream_proposals::authority::TrustedKeys::default(),
     )
     .unwrap()
     .last()

@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use stream_core::payload::KeyId;
 use stream_engine::ProviderCompat;
+use stream_proposals::authority::TrustedKeys;
 
 /// Where the config was looked for and why it failed. Exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +159,15 @@ pub struct AgentConfig {
     pub replies: Option<PathBuf>,
 }
 
+/// `[authority]`: the keys whose decisions this config applies.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthorityConfig {
+    /// `ed25519:BASE64` public keys (`thestream key init` prints one).
+    #[serde(default)]
+    pub keys: Vec<KeyId>,
+}
+
 /// `[sandbox]` (optional).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -180,6 +191,9 @@ pub struct Config {
     /// `[store]`.
     #[serde(default)]
     pub store: StoreConfig,
+    /// `[authority]`: none listed, no decision is applied.
+    #[serde(default)]
+    pub authority: AuthorityConfig,
     /// `[context]`; absent in a review-only config (a machine that lists,
     /// shows, decides and exports, but holds no `memory.md`).
     #[serde(default)]
@@ -301,6 +315,9 @@ data_dir = ".thestream"                  # store, blobs, locks
 backend = "sqlite"                       # or "postgres": see docs/postgres.md
 url_env = "THESTREAM_DATABASE_URL"       # postgres: the NAME of the variable holding the URL
 
+[authority]                              # the keys whose decisions this config applies
+keys = []                                # `thestream key init` on another machine prints one to add
+
 [context]                                # leave out on a review-only machine
 root = "context"                         # holds memory.md
 max_memory_bytes = 262144
@@ -373,6 +390,16 @@ impl Config {
     /// The store file inside the data dir.
     pub fn store_path(&self) -> PathBuf {
         self.data_dir.join("store.db")
+    }
+
+    /// This place's signing key, in the data dir.
+    pub fn signing_key_path(&self) -> PathBuf {
+        self.data_dir.join("signing.key")
+    }
+
+    /// `[authority] keys`.
+    pub fn trusted_keys(&self) -> TrustedKeys {
+        TrustedKeys::new(self.authority.keys.iter().copied())
     }
 }
 

@@ -38,6 +38,9 @@ struct Cli {
 enum Command {
     /// Write a config, a context root with memory.md, and the shipped declarations.
     Init(cmd::init::Args),
+    /// This place's signing key for decisions (`key init`).
+    #[command(subcommand)]
+    Key(cmd::key::KeyCommand),
     /// Print stored events (sensitive payloads redacted unless asked for).
     Events(cmd::events::Args),
     /// The whole chain in a temporary folder against built-in loopback fakes, narrated.
@@ -95,6 +98,7 @@ fn run(cli: Cli) -> CmdResult {
     };
     match cli.command {
         Command::Init(args) => cmd::init::run(args),
+        Command::Key(command) => cmd::key::run(&ctx, command),
         Command::Events(args) => cmd::events::run(&ctx, args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Serve(args) => cmd::serve::run(&ctx, args),

@@ -82,6 +82,7 @@ fn main() {
         context_root: context,
         max_memory_bytes: 262_144,
         lock_dir: dir.path().join("locks"),
+        trusted_keys: Default::default(),
         telegram_api_base_url: telegram.base_url(),
         bot_token_env: "BENCH_BOT_TOKEN".into(),
         owner_user_id: OWNER,

@@ -47,6 +47,8 @@ pub struct EngineSettings {
     /// The data dir's `locks/` folder (the materializer's root lock): a
     /// running serve materializes memory decisions recorded elsewhere.
     pub lock_dir: PathBuf,
+    /// The keys whose decisions this serve materializes (`[authority] keys`).
+    pub trusted_keys: stream_proposals::authority::TrustedKeys,
     /// Bot API base URL.
     pub telegram_api_base_url: String,
     /// The NAME of the environment variable holding the bot token.

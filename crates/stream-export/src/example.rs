@@ -1,6 +1,7 @@
 //! One training example: chat fine-tuning messages plus provenance.
 
 use serde::Serialize;
+use stream_core::payload::KeyId;
 use stream_core::{EventId, Fingerprint, RunId, SnapshotId};
 
 use crate::ExportError;
@@ -37,6 +38,10 @@ pub struct Provenance {
     pub context_snapshot_id: Option<SnapshotId>,
     /// The declaration fingerprint of the judged run.
     pub declaration_fingerprint: Option<Fingerprint>,
+    /// The key that signed the decision behind the judgment: `null` for an
+    /// owner's `/correct` and for a decision recorded before signing. Not
+    /// required by [`Provenance::missing`].
+    pub decision_key_id: Option<KeyId>,
 }
 
 impl Provenance {

@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use stream_context::Snapshot;
 use stream_core::ids::derive_event_id;
+use stream_core::payload::KeyId;
 use stream_core::payload::{
     BotCommand, Criterion, DeliveryReceipt, Disposition, JudgmentRecorded, MessageObservation,
     MessageReceived, RunCompleted,
 };
 use stream_core::{EventId, NewEvent, Payload, SourceName, StoredEvent};
+use stream_proposals::authority::TrustedKeys;
 use stream_proposals::chain::ProposalBody;
-use stream_proposals::project::verify_decision;
+use stream_proposals::project::{ProjectError, verify_decision};
 use stream_store::{EventQuery, Read, RunStatus};
 
 use crate::example::{Example, Provenance};
@@ -96,38 +98,48 @@ fn decode<P: Payload>(e: &StoredEvent, link: &'static str) -> Result<P, Skip> {
 }
 
 /// Whether the feedback source really carried this judgment: a verified
-/// human decision on the matching correction, or the owner's `/correct`.
-fn feedback_matches(store: &dyn Read, j: &JudgmentRecorded, chat: i64) -> Result<bool, Skip> {
+/// and authorized human decision on the matching correction (with the key
+/// that signed it, if any), or the owner's `/correct`. `None`: it did not.
+fn feedback_matches(
+    store: &dyn Read,
+    j: &JudgmentRecorded,
+    chat: i64,
+    trusted: &TrustedKeys,
+) -> Result<Option<Option<KeyId>>, Skip> {
     Ok(match j.criterion {
-        Criterion::AgentSelfCorrection => match verify_decision(store, &j.feedback_source_event_id)
-        {
-            Ok(d) => {
-                let ProposalBody::Correction(p) = d.proposal().body() else {
-                    return Ok(false);
-                };
-                let text = match (d.decision().disposition, &d.decision().replacement) {
-                    (Disposition::Accept, None) => p.replacement.text.as_str(),
-                    (Disposition::Edit, Some(text)) => text.as_str(),
-                    (Disposition::Accept, Some(_))
-                    | (Disposition::Edit, None)
-                    | (Disposition::Reject, _) => {
-                        return Ok(false);
-                    }
-                };
-                p.target.output_event_id == j.target_output_event_id
-                    && text == j.replacement.text.as_str()
+        Criterion::AgentSelfCorrection => {
+            match verify_decision(store, &j.feedback_source_event_id, trusted) {
+                Ok(d) => {
+                    let ProposalBody::Correction(p) = d.proposal().body() else {
+                        return Ok(None);
+                    };
+                    let text = match (d.decision().disposition, &d.decision().replacement) {
+                        (Disposition::Accept, None) => p.replacement.text.as_str(),
+                        (Disposition::Edit, Some(text)) => text.as_str(),
+                        (Disposition::Accept, Some(_))
+                        | (Disposition::Edit, None)
+                        | (Disposition::Reject, _) => {
+                            return Ok(None);
+                        }
+                    };
+                    (p.target.output_event_id == j.target_output_event_id
+                        && text == j.replacement.text.as_str())
+                    .then(|| d.authority().key_id().copied())
+                }
+                Err(ProjectError::Unauthorized(_)) => return Err(broken("unauthorized")),
+                Err(_) => None,
             }
-            Err(_) => false,
-        },
+        }
         Criterion::TelegramCorrect => {
             let msg: MessageReceived = decode(
                 &get(store, &j.feedback_source_event_id, "feedback")?,
                 "feedback",
             )?;
-            msg.chat_id == chat
+            (msg.chat_id == chat
                 && msg.command.as_ref().is_some_and(|c| {
                     c.name == BotCommand::Correct && c.args.as_str() == j.replacement.text.as_str()
-                })
+                }))
+            .then_some(None)
         }
     })
 }
@@ -144,6 +156,7 @@ fn example_of(
     j: &JudgmentRecorded,
     kind: ExportKind,
     all: &Judgments,
+    trusted: &TrustedKeys,
 ) -> Result<(Example, BTreeMap<Exclusion, usize>), Skip> {
     let output_event = get(store, &j.target_output_event_id, "output")?;
     let output: MessageObservation = decode(&output_event, "output")?;
@@ -204,7 +217,8 @@ fn example_of(
         "snapshot",
     )?;
 
-    require(feedback_matches(store, j, output.chat_id)?, "feedback")?;
+    let decision_key_id =
+        feedback_matches(store, j, output.chat_id, trusted)?.ok_or_else(|| broken("feedback"))?;
 
     let Rendered { messages, left_out } =
         transcript::messages(store, &snapshot, j.replacement.text.as_str(), kind, all).map_err(
@@ -225,16 +239,18 @@ fn example_of(
             delivery_receipt_event_id: Some(j.target_delivery_receipt_event_id.clone()),
             context_snapshot_id: Some(snapshot_id),
             declaration_fingerprint: Some(completed.declaration_fingerprint),
+            decision_key_id,
         },
     };
     Ok((example, left_out))
 }
 
-/// Selects the examples of `kind`, with a callback per judgment examined
-/// (for a progress bar).
+/// Selects the examples of `kind` whose decisions `trusted` authorizes,
+/// with a callback per judgment examined (for a progress bar).
 pub fn select(
     store: &dyn Read,
     kind: ExportKind,
+    trusted: &TrustedKeys,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Selection, ExportError> {
     let source = SourceName::fixed(SourceName::JUDGMENTS);
@@ -284,7 +300,7 @@ pub fn select(
         } else if kind == ExportKind::External && !j.external_export_eligible {
             Err(Skip::Excluded(Exclusion::NotExternallyEligible))
         } else {
-            example_of(store, event, j, kind, &judgments)
+            example_of(store, event, j, kind, &judgments, trusted)
         };
         match verdict {
             Ok((example, left_out)) => {

@@ -93,6 +93,9 @@ pub struct Settings {
     /// not installed in the store (a first install by `serve`) is rebuilt
     /// with it.
     pub declaration: Option<Arc<stream_declarations::LoadedDeclaration>>,
+    /// The keys whose decisions count (`[authority] keys`): a decision
+    /// signed by another shows as `unauthorized`, as `proposal-list` shows it.
+    pub trusted: stream_proposals::authority::TrustedKeys,
     /// The health strip's view of `serve`.
     pub probe: ServingProbe,
     /// At most this many live streams at once.
@@ -107,6 +110,7 @@ impl Default for Settings {
             compat: ProviderCompat::Openai,
             provider: None,
             declaration: None,
+            trusted: stream_proposals::authority::TrustedKeys::default(),
             probe: unknown_serving,
             max_streams: 32,
             poll: std::time::Duration::from_millis(200),

@@ -99,7 +99,7 @@ pub fn gather(store: &dyn Read, settings: &Settings, run_id: &str) -> Result<Tur
             MessageObservation::TYPE => view.output = e.decode().ok().map(|o| (e.clone(), o)),
             DeliveryReceipt::TYPE => view.receipt = e.decode().ok().map(|r| (e.clone(), r)),
             t if stream_context::history::is_proposal_type(t) => {
-                if let Some(p) = get(store, e.id())? {
+                if let Some(p) = get(store, e.id(), &settings.trusted)? {
                     view.proposals.push(p);
                 }
             }

@@ -116,6 +116,7 @@ fn request(proposal: &EventId) -> DecisionRequest {
         replacement: None,
         submission_id: None,
         actor: Label::new("owner").unwrap(),
+        signer: stream_proposals::testing::signer(),
     }
 }
 
@@ -165,6 +166,7 @@ fn main() {
         source: SourceName::fixed(SourceName::CONTEXT),
         max_bytes: 262_144,
         lock_dir: dir.path().join("locks"),
+        trusted: stream_proposals::testing::trusted(),
     };
 
     // The timed operations use their own handle on the same file; the
@@ -180,7 +182,8 @@ fn main() {
     let (correction, correction_two_pass) = measure_pair(
         |_| correction_proposal(&mut w),
         |proposal| {
-            let record = record_verified_decision(&store, &request(&proposal)).unwrap();
+            let record =
+                record_verified_decision(&store, &request(&proposal), &config.trusted).unwrap();
             assert!(matches!(
                 record.correction,
                 Some(Ok(CorrectionProjection::Judgment(_)))
@@ -191,7 +194,7 @@ fn main() {
         // projection (another replay, another commit).
         |proposal| {
             let decided = record_decision(&store, &request(&proposal)).unwrap();
-            let projected = project_correction(&store, decided.id()).unwrap();
+            let projected = project_correction(&store, decided.id(), &config.trusted).unwrap();
             assert!(matches!(projected, CorrectionProjection::Judgment(_)));
         },
     );
@@ -209,7 +212,7 @@ fn main() {
     let decision_only = measure(
         |_| (),
         |()| {
-            verify_decision(&store, decided.id()).unwrap();
+            verify_decision(&store, decided.id(), &config.trusted).unwrap();
         },
     );
 
@@ -262,8 +265,10 @@ fn main() {
         decide,
         // The decision committed before the materializer starts.
         |proposal| {
-            let record = record_verified_decision(&store, &request(&proposal)).unwrap();
-            let outcome = materialize_verified(&store, &config, &record.verified).unwrap();
+            let record =
+                record_verified_decision(&store, &request(&proposal), &config.trusted).unwrap();
+            let outcome =
+                materialize_verified(&store, &config, record.verified.as_ref().unwrap()).unwrap();
             assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
         },
     );
@@ -293,7 +298,8 @@ fn main() {
     let correction_with_photos = measure(
         |_| correction_proposal(&mut w),
         |proposal| {
-            let record = record_verified_decision(&store, &request(&proposal)).unwrap();
+            let record =
+                record_verified_decision(&store, &request(&proposal), &config.trusted).unwrap();
             assert!(record.correction.is_some());
         },
     );

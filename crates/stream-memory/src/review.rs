@@ -10,7 +10,7 @@ use serde_json::json;
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{
     Disposition, FileChanged, MemoryChangeMaterialized, MemoryOperation, MemoryTarget,
-    ProposalDecision,
+    RecordedDecision,
 };
 use stream_core::{DocumentId, EventId, MemoryPath, Payload, SourceName, VersionId};
 use stream_proposals::review::{
@@ -229,8 +229,8 @@ pub fn memory_log(
             entry.decision_id = Some(m.decision_event_id.clone());
             entry.actor = store
                 .event(&m.decision_event_id)?
-                .and_then(|e| e.decode::<ProposalDecision>().ok())
-                .map(|d| d.actor.to_string());
+                .and_then(|e| RecordedDecision::decode(&e).ok())
+                .map(|d| d.decision().actor.to_string());
         }
         if patch {
             let new = store.blob(&row.sha256)?.unwrap_or_default();

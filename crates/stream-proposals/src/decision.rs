@@ -1,15 +1,20 @@
-//! Human decisions: `stream.thought.agent.proposal.decision@1`, appended only
-//! by the local CLI after the authority chain verifies. The proposal id is
-//! the identity key, so the first decision wins: an identical retry
-//! converges, any different payload conflicts — racing processes included.
+//! Human decisions: `stream.thought.agent.proposal.decision@2`, signed with
+//! this place's key and appended only by the local CLI after the authority
+//! chain verifies. The proposal id is the identity key (shared with @1), so
+//! the first decision wins: an identical retry converges (Ed25519 signatures
+//! are deterministic), any different payload conflicts — racing processes
+//! included.
 
 use serde_json::json;
 use stream_core::canon::canonical_sha256;
-use stream_core::payload::{DecidableKind, Disposition, ProposalDecision, ProposalKind};
+use stream_core::payload::{
+    DecidableKind, Disposition, ProposalKind, SignatureBytes, SignedProposalDecision,
+};
 use stream_core::text::Label;
 use stream_core::{EventId, HumanAuthority, NewEvent, PayloadInvalid, SourceName};
 use stream_store::{AppendOutcome, Store, StoreError, Tx};
 
+use crate::authority::{Refused, SigningKey, TrustedKeys};
 use crate::chain::{ChainError, VerifiedProposal, verify_chain};
 use crate::project::{
     CorrectionProjection, ProjectError, VerifiedDecision, decision_of,
@@ -60,6 +65,8 @@ pub struct DecisionRequest {
     pub submission_id: Option<Label>,
     /// Who decides.
     pub actor: Label,
+    /// This place's key, which signs the decision.
+    pub signer: SigningKey,
 }
 
 /// How the append went.
@@ -103,7 +110,7 @@ fn default_submission_id(req: &DecisionRequest) -> Result<Label, DecisionError> 
     Label::new(format!("sub-{}", digest.short(24))).map_err(|_| DecisionError::Build)
 }
 
-/// Builds the decision event for a verified proposal.
+/// Builds the signed decision event for a verified proposal.
 pub fn decision_event(
     verified: &VerifiedProposal,
     req: &DecisionRequest,
@@ -115,7 +122,7 @@ pub fn decision_event(
         Some(id) => id.clone(),
         None => default_submission_id(req)?,
     };
-    let payload = ProposalDecision {
+    let mut payload = SignedProposalDecision {
         proposal_event_id: req.proposal.clone(),
         proposal_kind: kind,
         disposition: req.disposition,
@@ -123,17 +130,24 @@ pub fn decision_event(
         submission_id,
         actor: req.actor.clone(),
         authority: HumanAuthority,
+        proposal_sha256: verified.event().event.payload_sha256.clone(),
+        key_id: req.signer.key_id(),
+        signature: SignatureBytes::from_bytes([0; 64]),
     };
     stream_core::Payload::validate(&payload)?;
+    req.signer
+        .sign(&mut payload)
+        .map_err(|_| DecisionError::Build)?;
     let source = SourceName::fixed(SourceName::PROPOSALS);
     let root = verified.event().event.root.as_ref();
     NewEvent::build(&source, root, Some(&req.proposal), &payload).map_err(|_| DecisionError::Build)
 }
 
-/// Verifies the chain and appends the decision (not its projection).
+/// Verifies the chain and appends the decision (not its projection, and
+/// whatever keys a config trusts).
 pub fn record_decision(store: &dyn Store, req: &DecisionRequest) -> Result<Decided, DecisionError> {
     let mut tx = store.begin()?;
-    let (decided, _) = decide_in(&mut *tx, req)?;
+    let (decided, _) = decide_in(&mut *tx, req, &TrustedKeys::default())?;
     tx.commit()?;
     Ok(decided)
 }
@@ -144,9 +158,12 @@ pub fn record_decision(store: &dyn Store, req: &DecisionRequest) -> Result<Decid
 pub struct DecisionRecord {
     /// Recorded now or already.
     pub decided: Decided,
-    /// The decision as stored, verified against the chain replayed for it:
-    /// what the materializer takes instead of replaying the chain again.
-    pub verified: VerifiedDecision,
+    /// The decision as stored, verified against the chain replayed for it
+    /// and authorized by the trusted keys: what the materializer takes
+    /// instead of replaying the chain again. A refusal when the config
+    /// does not list the signing key: the decision is recorded all the
+    /// same (a config that lists it applies it) and nothing is projected.
+    pub verified: Result<VerifiedDecision, Refused>,
     /// A correction's projection, committed with the decision; a refusal
     /// (the decision is recorded all the same, for `proposal-project` to
     /// retry). `None` for a memory change: the materializer writes files
@@ -160,12 +177,13 @@ pub struct DecisionRecord {
 pub fn record_verified_decision(
     store: &dyn Store,
     req: &DecisionRequest,
+    trusted: &TrustedKeys,
 ) -> Result<DecisionRecord, DecisionError> {
-    record_verified_decision_with(store, req, |_| {})
+    record_verified_decision_with(store, req, trusted, |_| {})
 }
 
-/// [`record_verified_decision`] that hands the verified decision to
-/// `before_commit` once it is appended and before it commits, so that
+/// [`record_verified_decision`] that hands the verified (and authorized)
+/// decision to `before_commit` once it is appended and before it commits, so that
 /// work which depends on it but makes nothing visible (the materializer's
 /// preparation) can start beside the commit. That work must not make the
 /// decision's effect visible until this returned `Ok`: the commit may
@@ -173,21 +191,27 @@ pub fn record_verified_decision(
 pub fn record_verified_decision_with(
     store: &dyn Store,
     req: &DecisionRequest,
+    trusted: &TrustedKeys,
     before_commit: impl FnOnce(&VerifiedDecision),
 ) -> Result<DecisionRecord, DecisionError> {
     let mut tx = store.begin()?;
-    let (decided, verified) = decide_in(&mut *tx, req)?;
-    before_commit(&verified);
-    let correction = match verified.decision().proposal_kind {
-        DecidableKind::SelfCorrection => {
-            match project_verified_correction_in(&mut *tx, &verified) {
-                Err(ProjectError::Store(e) | ProjectError::Chain(ChainError::Store(e))) => {
-                    return Err(e.into());
+    let (decided, verified) = decide_in(&mut *tx, req, trusted)?;
+    let correction = match &verified {
+        Ok(verified) => {
+            before_commit(verified);
+            match verified.decision().proposal_kind {
+                DecidableKind::SelfCorrection => {
+                    match project_verified_correction_in(&mut *tx, verified) {
+                        Err(ProjectError::Store(e) | ProjectError::Chain(ChainError::Store(e))) => {
+                            return Err(e.into());
+                        }
+                        other => Some(other),
+                    }
                 }
-                other => Some(other),
+                DecidableKind::MemoryChange => None,
             }
         }
-        DecidableKind::MemoryChange => None,
+        Err(_) => None,
     };
     tx.commit()?;
     Ok(DecisionRecord {
@@ -198,12 +222,13 @@ pub fn record_verified_decision_with(
 }
 
 /// Replays the chain and appends the decision inside `tx`; the decision is
-/// read back as stored and its envelope checked like
+/// read back as stored and its envelope and authority checked like
 /// [`crate::project::verify_decision`] does.
 fn decide_in(
     tx: &mut dyn Tx,
     req: &DecisionRequest,
-) -> Result<(Decided, VerifiedDecision), DecisionError> {
+    trusted: &TrustedKeys,
+) -> Result<(Decided, Result<VerifiedDecision, Refused>), DecisionError> {
     let verified = verify_chain(&*tx, &req.proposal)?;
     let event = decision_event(&verified, req)?;
     let decided = match tx.append(&event)? {
@@ -217,6 +242,19 @@ fn decide_in(
         }
     };
     let stored = tx.event(decided.id())?.ok_or(DecisionError::Build)?;
-    let decision = decision_of(stored, verified).map_err(|_| DecisionError::Build)?;
+    let decision = match decision_of(&*tx, stored, verified, trusted) {
+        Ok(verified) => Ok(verified),
+        Err(ProjectError::Unauthorized(refused)) => Err(refused),
+        Err(ProjectError::Store(e) | ProjectError::Chain(ChainError::Store(e))) => {
+            return Err(e.into());
+        }
+        Err(
+            ProjectError::Chain(ChainError::Broken { .. })
+            | ProjectError::DecisionInvalid { .. }
+            | ProjectError::TargetInvalid { .. }
+            | ProjectError::Conflict { .. }
+            | ProjectError::Build,
+        ) => return Err(DecisionError::Build),
+    };
     Ok((decided, decision))
 }

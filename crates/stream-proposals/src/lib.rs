@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod ack;
+pub mod authority;
 pub mod chain;
 pub mod decision;
 pub mod judgment;

@@ -7,12 +7,13 @@ use serde_json::json;
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{
     Criterion, DeliveryReceipt, Disposition, JudgmentRecorded, MemoryChangeMaterialized,
-    ProposalDecision,
+    ProposalDecision, RecordedDecision,
 };
 use stream_core::text::ReplyText;
-use stream_core::{Authorship, EventId, NewEvent, Payload, SourceName, StoredEvent};
+use stream_core::{Authorship, EventId, Payload, SourceName, StoredEvent};
 use stream_store::{AppendOutcome, EventQuery, Read, Store, StoreError, Tx};
 
+use crate::authority::{Authority, Refused, TrustedKeys, authorize, legacy_outcome};
 use crate::chain::{ChainError, ProposalBody, VerifiedProposal, verify_chain};
 use crate::decision::decidable;
 use crate::judgment::{JudgedOutput, JudgmentInput, record_judgment};
@@ -26,6 +27,11 @@ pub enum ProjectError {
     /// The proposal's chain did not verify.
     #[error(transparent)]
     Chain(#[from] ChainError),
+    /// The decision and its proposal verify, but the decision is not
+    /// signed by a key this config lists, or its signature does not cover
+    /// it: never applied (`crate::authority::authorize`).
+    #[error("decision {} is not authorized here ({})", .0.decision, .0.reason.as_str())]
+    Unauthorized(Refused),
     /// The decision event is missing, malformed or forged.
     #[error("decision {decision} is not a valid human decision")]
     DecisionInvalid {
@@ -49,7 +55,8 @@ pub enum ProjectError {
     Build,
 }
 
-/// A decision whose own lineage and whose proposal's chain verified. Only
+/// A decision whose own lineage and whose proposal's chain verified, and
+/// which is authorized by the config's keys. Only
 /// this crate's validator makes one ([`verify_decision`], or
 /// [`crate::decision::record_verified_decision`] from the chain it has just
 /// replayed), and its parts are read-only: a holder is proof that the chain
@@ -60,6 +67,7 @@ pub struct VerifiedDecision {
     event: StoredEvent,
     decision: ProposalDecision,
     proposal: VerifiedProposal,
+    authority: Authority,
 }
 
 impl VerifiedDecision {
@@ -82,43 +90,54 @@ impl VerifiedDecision {
     pub fn proposal(&self) -> &VerifiedProposal {
         &self.proposal
     }
+
+    /// Why it may be applied: the key that signed it, or legacy.
+    pub fn authority(&self) -> &Authority {
+        &self.authority
+    }
 }
 
-/// Verifies a decision event: schema, human authorship, envelope lineage
-/// (rooted at the proposal's root, parented to the proposal), the
-/// proposal's whole chain, and that the kinds agree.
+/// Verifies a decision event: schema (either version), human authorship,
+/// envelope lineage (rooted at the proposal's root, parented to the
+/// proposal), the proposal's whole chain, that the kinds agree, and that
+/// `trusted` authorizes it.
 pub fn verify_decision(
     store: &dyn Read,
     decision_id: &EventId,
+    trusted: &TrustedKeys,
 ) -> Result<VerifiedDecision, ProjectError> {
     let invalid = || ProjectError::DecisionInvalid {
         decision: decision_id.clone(),
     };
     let event = store.event(decision_id)?.ok_or_else(invalid)?;
-    let decision: ProposalDecision = event.decode().map_err(|_| invalid())?;
-    let proposal = verify_chain(store, &decision.proposal_event_id)?;
-    decision_of(event, proposal)
+    let recorded = RecordedDecision::decode(&event).map_err(|_| invalid())?;
+    let proposal = verify_chain(store, &recorded.decision().proposal_event_id)?;
+    decision_of(store, event, proposal, trusted)
 }
 
 /// The decision half of [`verify_decision`], against a proposal whose chain
 /// verified in this command: schema, human authorship, envelope lineage,
-/// that it decides exactly this proposal, and that the kinds agree.
+/// that it decides exactly this proposal, that the kinds agree, and its
+/// authority.
 pub(crate) fn decision_of(
+    store: &dyn Read,
     event: StoredEvent,
     proposal: VerifiedProposal,
+    trusted: &TrustedKeys,
 ) -> Result<VerifiedDecision, ProjectError> {
     let invalid = || ProjectError::DecisionInvalid {
         decision: event.id().clone(),
     };
-    let decision: ProposalDecision = event.decode().map_err(|_| invalid())?;
+    let recorded = RecordedDecision::decode(&event).map_err(|_| invalid())?;
+    let decision = recorded.decision();
     let source = SourceName::fixed(SourceName::PROPOSALS);
-    let expected = NewEvent::build(
-        &source,
-        proposal.event().event.root.as_ref(),
-        Some(&decision.proposal_event_id),
-        &decision,
-    )
-    .map_err(|_| invalid())?;
+    let expected = recorded
+        .build(
+            &source,
+            proposal.event().event.root.as_ref(),
+            Some(&decision.proposal_event_id),
+        )
+        .map_err(|_| invalid())?;
     let kind_matches = decidable(proposal.body().kind()) == Some(decision.proposal_kind);
     if expected != event.event
         || event.event.authorship != Authorship::Human
@@ -127,11 +146,27 @@ pub(crate) fn decision_of(
     {
         return Err(invalid());
     }
-    Ok(VerifiedDecision {
-        event,
-        decision,
-        proposal,
-    })
+    let authorized = authorize(
+        &recorded,
+        &proposal.event().event.payload_sha256,
+        trusted,
+        || legacy_outcome(store, event.id(), decision.proposal_kind),
+    )?;
+    match authorized {
+        Ok(authority) => Ok(VerifiedDecision {
+            event,
+            decision,
+            proposal,
+            authority,
+        }),
+        Err(reason) => Err(ProjectError::Unauthorized(Refused {
+            decision: event.id().clone(),
+            proposal: proposal.event().id().clone(),
+            root: proposal.event().event.root.clone(),
+            kind: decision.proposal_kind,
+            reason,
+        })),
+    }
 }
 
 /// The id the judgment of a correction decision has (one per decision).
@@ -172,8 +207,9 @@ pub enum CorrectionProjection {
 pub fn project_correction(
     store: &dyn Store,
     decision_id: &EventId,
+    trusted: &TrustedKeys,
 ) -> Result<CorrectionProjection, ProjectError> {
-    project_verified_correction(store, &verify_decision(store, decision_id)?)
+    project_verified_correction(store, &verify_decision(store, decision_id, trusted)?)
 }
 
 /// [`project_correction`] of a decision verified earlier in this command:

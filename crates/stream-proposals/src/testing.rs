@@ -385,10 +385,126 @@ impl World {
                 replacement: replacement.map(str::to_owned),
                 submission_id: None,
                 actor: Label::new("owner").unwrap(),
+                signer: signer(),
             },
         )
         .unwrap();
-        project_correction(&self.base.store, decision.id()).unwrap();
+        project_correction(&self.base.store, decision.id(), &trusted()).unwrap();
         judgment_id(decision.id()).unwrap()
     }
+}
+
+/// How a decision is written straight into the store, bypassing
+/// `proposal-decision`: the forgeries an anyone-with-the-URL could append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// A `decision@1`, unsigned.
+    Unsigned,
+    /// Signed by `key`, then its replacement or disposition changed.
+    OtherBytes,
+    /// Validly signed by a key `key` is not.
+    ForeignKey,
+    /// Validly signed by `key`.
+    Signed,
+}
+
+impl World {
+    /// Appends an accept of `proposal` as [`Written`] says, with a valid
+    /// envelope and chain, through the `Store` API; returns its id.
+    pub fn write_decision(
+        &self,
+        proposal: &EventId,
+        written: Written,
+        key: &crate::authority::SigningKey,
+    ) -> EventId {
+        use stream_core::payload::{ProposalDecision, SignatureBytes, SignedProposalDecision};
+        let verified = crate::chain::verify_chain(&self.base.store, proposal).unwrap();
+        let kind = crate::decision::decidable(verified.body().kind()).unwrap();
+        let unsigned = ProposalDecision {
+            proposal_event_id: proposal.clone(),
+            proposal_kind: kind,
+            disposition: Disposition::Accept,
+            replacement: None,
+            submission_id: Label::new("sub-written").unwrap(),
+            actor: Label::new("owner").unwrap(),
+            authority: stream_core::HumanAuthority,
+        };
+        let mut signed = SignedProposalDecision {
+            proposal_event_id: unsigned.proposal_event_id.clone(),
+            proposal_kind: kind,
+            disposition: Disposition::Accept,
+            replacement: None,
+            submission_id: unsigned.submission_id.clone(),
+            actor: unsigned.actor.clone(),
+            authority: stream_core::HumanAuthority,
+            proposal_sha256: verified.event().event.payload_sha256.clone(),
+            key_id: key.key_id(),
+            signature: SignatureBytes::from_bytes([0; 64]),
+        };
+        let source = SourceName::fixed(SourceName::PROPOSALS);
+        let root = verified.event().event.root.as_ref();
+        let event = match written {
+            Written::Unsigned => NewEvent::build(&source, root, Some(proposal), &unsigned),
+            Written::OtherBytes => {
+                key.sign(&mut signed).unwrap();
+                signed.disposition = Disposition::Edit;
+                signed.replacement = Some("canary-forged edit".into());
+                NewEvent::build(&source, root, Some(proposal), &signed)
+            }
+            Written::ForeignKey => {
+                crate::authority::SigningKey::from_bytes(&[0x66; 32])
+                    .sign(&mut signed)
+                    .unwrap();
+                NewEvent::build(&source, root, Some(proposal), &signed)
+            }
+            Written::Signed => {
+                key.sign(&mut signed).unwrap();
+                NewEvent::build(&source, root, Some(proposal), &signed)
+            }
+        }
+        .unwrap();
+        let mut tx = self.base.store.begin().unwrap();
+        tx.append(&event).unwrap();
+        tx.commit().unwrap();
+        event.id
+    }
+
+    /// A correction accepted before decisions were signed: a `decision@1`
+    /// and the judgment its projection recorded then. Returns the judgment.
+    pub fn decide_correction_legacy(&self) -> EventId {
+        use crate::judgment::{JudgedOutput, JudgmentInput, record_judgment};
+        let decision = self.write_decision(&self.correction, Written::Unsigned, &signer());
+        let verified = crate::chain::verify_chain(&self.base.store, &self.correction).unwrap();
+        let crate::chain::ProposalBody::Correction(p) = verified.body() else {
+            panic!("not a correction")
+        };
+        let judgment = record_judgment(&JudgmentInput {
+            criterion: stream_core::payload::Criterion::AgentSelfCorrection,
+            actor: Label::new("owner").unwrap(),
+            target: JudgedOutput {
+                delivery_receipt_event_id: p.target.delivery_receipt_event_id.clone(),
+                output_event_id: p.target.output_event_id.clone(),
+                run_id: p.target.run_id.clone(),
+                source_root_event_id: p.target.source_root_event_id.clone(),
+                output_contract: p.target.output_contract,
+            },
+            feedback_source_event_id: decision,
+            replacement: p.replacement.text.clone(),
+        })
+        .unwrap();
+        let mut tx = self.base.store.begin().unwrap();
+        tx.append(&judgment).unwrap();
+        tx.commit().unwrap();
+        judgment.id
+    }
+}
+
+/// The signing key of the tests' decisions (fixed, so that goldens hold).
+pub fn signer() -> crate::authority::SigningKey {
+    crate::authority::SigningKey::from_bytes(&[0x42; 32])
+}
+
+/// The keys the tests trust: [`signer`]'s.
+pub fn trusted() -> crate::authority::TrustedKeys {
+    crate::authority::TrustedKeys::new([signer().key_id()])
 }

@@ -56,7 +56,8 @@ fn failure(e: ExportError) -> Failure {
 fn run(ctx: &Ctx, output: PathBuf, kind: ExportKind, format: Format) -> CmdResult {
     // Refuse a bad destination before reading anything.
     check_destination(&output).map_err(|e: DestinationError| failure(e.into()))?;
-    let store = super::open_store(&ctx.config()?)?;
+    let config = ctx.config()?;
+    let store = super::open_store(&config)?;
     let bar = if std::io::stderr().is_terminal() {
         ProgressBar::new(0)
     } else {
@@ -66,7 +67,7 @@ fn run(ctx: &Ctx, output: PathBuf, kind: ExportKind, format: Format) -> CmdResul
         bar.set_style(style);
     }
     bar.set_message("checking judgments");
-    let selection = select(&store, kind, &|done, total| {
+    let selection = select(&store, kind, &config.trusted_keys(), &|done, total| {
         bar.set_length(total);
         bar.set_position(done);
     })

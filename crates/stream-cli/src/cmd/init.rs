@@ -1,11 +1,15 @@
 //! `thestream init [DIR]`: a config, a context root whose `memory.md` has
-//! frontmatter with an `id`, and the shipped declarations. Never overwrites.
+//! frontmatter with an `id`, the shipped declarations, and this place's
+//! signing key in the data dir, enrolled in the config's `[authority]
+//! keys`. Never overwrites.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
+
+use stream_core::payload::KeyId;
 
 use crate::config::TEMPLATE;
 use crate::exit::{CmdResult, Failure};
@@ -28,10 +32,20 @@ fn memory_template() -> Result<String, Failure> {
     ))
 }
 
-/// Every file `init` writes, relative to DIR, with its mode.
-fn files() -> Result<Vec<(PathBuf, String, u32)>, Failure> {
+/// The data dir of the config `init` writes, and its signing key there.
+const DATA_DIR: &str = ".thestream";
+const KEY_FILE: &str = ".thestream/signing.key";
+
+/// The config `init` writes, enrolling `key`.
+fn config_text(key: &KeyId) -> String {
+    TEMPLATE.replacen("keys = []", &format!("keys = [\"{key}\"]"), 1)
+}
+
+/// Every file `init` writes, relative to DIR, with its mode; the config
+/// enrolls `key`.
+fn files(key: &KeyId) -> Result<Vec<(PathBuf, String, u32)>, Failure> {
     let mut files = vec![
-        (PathBuf::from("thestream.toml"), TEMPLATE.to_owned(), 0o600),
+        (PathBuf::from("thestream.toml"), config_text(key), 0o600),
         (
             PathBuf::from("context/memory.md"),
             memory_template()?,
@@ -73,11 +87,16 @@ pub fn shipped_declarations() -> &'static [(&'static str, &'static str)] {
 
 /// Runs `init`.
 pub fn run(args: Args) -> CmdResult {
-    let files = files()?;
+    // The key is made first (its public half goes into the config) and
+    // written after every check.
+    let key_path = args.dir.join(KEY_FILE);
+    let key = stream_proposals::authority::SigningKey::generate().map_err(Failure::runtime)?;
+    let files = files(&key.key_id())?;
     // Check everything before writing anything: no half-initialized folder.
     let taken: Vec<String> = files
         .iter()
         .map(|(rel, _, _)| args.dir.join(rel))
+        .chain([key_path.clone()])
         .filter(|p| p.symlink_metadata().is_ok())
         .map(|p| p.display().to_string())
         .collect();
@@ -90,6 +109,8 @@ pub fn run(args: Args) -> CmdResult {
     for dir in ["context", "declarations", "declarations/prompts"] {
         super::create_private_dir(&args.dir.join(dir))?;
     }
+    super::private_data_dir(&args.dir.join(DATA_DIR))?;
+    let key = super::key::write_key(&key_path, key)?;
     for (rel, text, mode) in &files {
         let path = args.dir.join(rel);
         let mut file = std::fs::OpenOptions::new()
@@ -103,6 +124,7 @@ pub fn run(args: Args) -> CmdResult {
             .map_err(|e| Failure::runtime(anyhow!("cannot write {}: {e}", path.display())))?;
     }
     println!("initialized {}", args.dir.display());
+    println!("public key: {}", key.key_id());
     println!(
         "next: set telegram.owner_user_id in thestream.toml, export the token and API key variables it names, then run `thestream serve`"
     );

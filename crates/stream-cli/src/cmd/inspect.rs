@@ -124,6 +124,7 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
         declaration: stream_declarations::LoadedDeclaration::load(&config.agent.declaration)
             .ok()
             .map(std::sync::Arc::new),
+        trusted: config.trusted_keys(),
         probe: serving,
         ..Settings::default()
     };

@@ -26,6 +26,7 @@ pub fn materialize_config(config: &Config) -> Option<MaterializeConfig> {
         source: SourceName::fixed(SourceName::CONTEXT),
         max_bytes: context.max_memory_bytes,
         lock_dir: config.data_dir.join("locks"),
+        trusted: config.trusted_keys(),
     })
 }
 
@@ -37,7 +38,9 @@ fn failure_exit(reason: MaterializationFailure, event: &EventId) -> Failure {
         reason.as_str()
     );
     match reason {
-        MaterializationFailure::StaleBase => Failure::Conflict(e),
+        MaterializationFailure::StaleBase | MaterializationFailure::Unauthorized => {
+            Failure::Conflict(e)
+        }
         MaterializationFailure::Path
         | MaterializationFailure::Symlink
         | MaterializationFailure::Frontmatter
@@ -123,7 +126,13 @@ pub fn project_memory(
             other => break other.map_err(error_failure)?,
         }
     };
-    Ok(match outcome {
+    Ok(report(outcome))
+}
+
+/// Prints a materialization's outcome (ids and codes only) and what it
+/// comes to.
+pub fn report(outcome: MaterializeOutcome) -> MemoryStatus {
+    match outcome {
         MaterializeOutcome::Materialized {
             receipt,
             payload,
@@ -154,5 +163,5 @@ pub fn project_memory(
             println!("rejected: memory.md not changed");
             MemoryStatus::Settled
         }
-    })
+    }
 }

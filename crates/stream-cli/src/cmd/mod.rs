@@ -9,6 +9,7 @@ pub mod events;
 pub mod export;
 pub mod init;
 pub mod inspect;
+pub mod key;
 pub mod memory;
 pub mod pair;
 pub mod proposals;

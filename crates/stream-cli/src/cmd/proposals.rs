@@ -10,7 +10,8 @@ use anyhow::anyhow;
 use stream_core::EventId;
 use stream_core::payload::{DecidableKind, Disposition};
 use stream_core::text::Label;
-use stream_memory::materialize::{Recorded, decide_and_materialize};
+use stream_memory::materialize::{Recorded, decide_and_materialize, refuse};
+use stream_proposals::authority::Refused;
 use stream_proposals::chain::ChainError;
 use stream_proposals::decision::{
     Decided, DecisionError, DecisionRequest, record_verified_decision,
@@ -21,7 +22,7 @@ use stream_proposals::project::{
 };
 use stream_store::{Read, Store};
 
-use super::memory::{MemoryStatus, materialize_config, project_memory};
+use super::memory::{MemoryStatus, error_failure, materialize_config, project_memory, report};
 use crate::Ctx;
 use crate::config::Config;
 use crate::exit::{CmdResult, Failure};
@@ -104,7 +105,9 @@ fn decision_failure(e: DecisionError) -> Failure {
 /// validation error (2), a different judgment a conflict (3).
 pub fn project_failure(e: ProjectError) -> Failure {
     match e {
-        ProjectError::Conflict { .. } => Failure::Conflict(e.into()),
+        ProjectError::Conflict { .. } | ProjectError::Unauthorized(_) => {
+            Failure::Conflict(e.into())
+        }
         ProjectError::Store(s) | ProjectError::Chain(ChainError::Store(s)) => s.into(),
         ProjectError::Chain(ChainError::Broken { .. })
         | ProjectError::DecisionInvalid { .. }
@@ -125,6 +128,28 @@ fn project_one(
         )),
         DecidableKind::MemoryChange => project_memory(store, config, verified, None),
     }
+}
+
+/// A decision whose chain verifies but which this config's keys do not
+/// authorize: never applied, exit 3. A memory change, where this config
+/// holds the context root, gets its one outcome recorded: the failure
+/// `unauthorized`. A correction's refusal is logged, not appended: its
+/// judgment is recorded by the first config that lists its key.
+fn refused(store: &dyn Store, config: &Config, refused: &Refused) -> Failure {
+    if let (DecidableKind::MemoryChange, Some(_)) = (refused.kind, &config.context) {
+        match refuse(store, refused) {
+            Ok(outcome) => {
+                report(outcome);
+            }
+            Err(e) => return error_failure(e),
+        }
+    }
+    tracing::warn!(
+        decision = %refused.decision,
+        why = refused.reason.as_str(),
+        "decision not authorized by [authority] keys: not applied"
+    );
+    project_failure(ProjectError::Unauthorized(refused.clone()))
 }
 
 fn print_correction(projected: CorrectionProjection) -> MemoryStatus {
@@ -158,6 +183,7 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
         .transpose()
         .map_err(|e| Failure::usage(anyhow!("--submission-id: {e}")))?;
     let config = ctx.config()?;
+    let signer = super::key::load(&config)?;
     let store = super::open_store(&config)?;
     let proposal = resolve(&store, &args.proposal)?;
     let request = DecisionRequest {
@@ -166,6 +192,7 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
         replacement,
         submission_id,
         actor,
+        signer,
     };
     // The chain is replayed once, here; a correction's judgment commits
     // with the decision, a memory change is materialized from the result,
@@ -177,7 +204,8 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
             (done.record, done.materialized)
         }
         None => (
-            record_verified_decision(&store, &request).map_err(decision_failure)?,
+            record_verified_decision(&store, &request, &config.trusted_keys())
+                .map_err(decision_failure)?,
             None,
         ),
     };
@@ -185,11 +213,27 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
         Decided::Recorded(id) => println!("decision {id} recorded"),
         Decided::Converged(id) => println!("decision {id} already recorded"),
     }
+    let verified = match (&record.verified, &config.context) {
+        (Ok(verified), _) => verified,
+        // Recorded, signed: the serve that holds memory.md applies it if
+        // its config lists this key.
+        (
+            Err(Refused {
+                kind: DecidableKind::MemoryChange,
+                ..
+            }),
+            None,
+        ) => {
+            println!("recorded; will be materialized by the serve that holds memory.md");
+            return Ok(());
+        }
+        (Err(refusal), _) => return Err(refused(&store, &config, refusal)),
+    };
     // Only a correction is projected with its decision; anything else
     // is a memory decision.
     let status = match record.correction {
         Some(projected) => print_correction(projected.map_err(project_failure)?),
-        None => project_memory(&store, &config, &record.verified, materialized)?,
+        None => project_memory(&store, &config, verified, materialized)?,
     };
     match status {
         MemoryStatus::Settled => Ok(()),
@@ -203,6 +247,7 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
 /// that left a decision unsettled, else the first failure recorded now.
 pub fn run_project(ctx: &Ctx) -> CmdResult {
     let config = ctx.config()?;
+    let trusted = config.trusted_keys();
     let store = super::open_store(&config)?;
     let (mut settled, mut failed_now, mut unsettled) = (0usize, 0usize, 0usize);
     let mut first_error: Option<Failure> = None;
@@ -210,9 +255,13 @@ pub fn run_project(ctx: &Ctx) -> CmdResult {
     for decision in decisions(&store)? {
         let id = decision.id();
         println!("decision {id}");
-        let projected = verify_decision(&store, id)
-            .map_err(project_failure)
-            .and_then(|verified| project_one(&store, &config, &verified));
+        // An unauthorized decision stays a conflict (exit 3) at every run,
+        // its refusal recorded or not: it needs the operator's eye.
+        let projected = match verify_decision(&store, id, &trusted) {
+            Ok(verified) => project_one(&store, &config, &verified),
+            Err(ProjectError::Unauthorized(refusal)) => Err(refused(&store, &config, &refusal)),
+            Err(e) => Err(project_failure(e)),
+        };
         match projected {
             Ok(MemoryStatus::Settled | MemoryStatus::Failed(_, Recorded::Already)) => settled += 1,
             Ok(MemoryStatus::Failed(failure, Recorded::Now)) => {

@@ -151,13 +151,14 @@ fn open_scanned(ctx: &Ctx) -> Result<crate::store::OpenedStore, Failure> {
 /// Runs `proposal-list`.
 pub fn run_list(ctx: &Ctx, args: ListArgs) -> CmdResult {
     let store = open_scanned(ctx)?;
+    let trusted = ctx.config()?.trusted_keys();
     let visible = sensitive_visible(args.show_sensitive);
     let depth = if args.json {
         Depth::Full
     } else {
         Depth::Summary
     };
-    let mut views = list(&store, args.all, depth)?;
+    let mut views = list(&store, args.all, depth, &trusted)?;
     if !visible {
         views.iter_mut().for_each(ProposalView::redact);
     }
@@ -309,9 +310,10 @@ pub fn resolve(
 /// so a refusal prints nothing but its error.
 pub fn run_show(ctx: &Ctx, args: ShowArgs) -> CmdResult {
     let store = open_scanned(ctx)?;
+    let trusted = ctx.config()?.trusted_keys();
     let id = resolve(&store, &args.id, SHOW_MIN_DIGITS, "a proposal id")?;
-    let view =
-        get(&store, &id)?.ok_or_else(|| Failure::usage(anyhow!("no proposal has id {id}")))?;
+    let view = get(&store, &id, &trusted)?
+        .ok_or_else(|| Failure::usage(anyhow!("no proposal has id {id}")))?;
     let mut shown = show(&store, view)?;
     add_memory_diff(&store, &mut shown).map_err(|e| match e {
         ReviewError::Store(s) => Failure::from(s),

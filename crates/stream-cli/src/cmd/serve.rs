@@ -78,6 +78,7 @@ pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
         context_root: context.root.clone(),
         max_memory_bytes: context.max_memory_bytes,
         lock_dir: config.data_dir.join("locks"),
+        trusted_keys: config.trusted_keys(),
         telegram_api_base_url: config.telegram.api_base_url.clone(),
         bot_token_env: config.telegram.bot_token_env.clone(),
         owner_user_id: config.telegram.owner_user_id,

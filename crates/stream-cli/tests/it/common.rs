@@ -44,6 +44,12 @@ impl Home {
         thestream(self.path(), args)
     }
 
+    /// The signing key `init` wrote, which its config lists.
+    pub fn signing_key(&self) -> stream_proposals::authority::SigningKey {
+        let bytes = std::fs::read(self.path().join(".thestream/signing.key")).unwrap();
+        stream_proposals::authority::SigningKey::from_bytes(&bytes.try_into().unwrap())
+    }
+
     pub fn store(&self) -> stream_store::SqliteStore {
         std::fs::create_dir_all(self.path().join(".thestream")).unwrap();
         stream_store::SqliteStore::open(&self.path().join(".thestream/store.db")).unwrap()

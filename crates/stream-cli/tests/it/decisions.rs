@@ -6,8 +6,13 @@ use stream_proposals::testing::World;
 
 use crate::common::Home;
 
+/// A World in the home's store, whose config also lists the key the
+/// World's decisions are signed with.
 fn world(home: &Home) -> World {
-    std::fs::create_dir_all(home.path().join(".thestream")).unwrap();
+    let config = std::fs::read_to_string(home.config()).unwrap();
+    let key = stream_proposals::testing::signer().key_id();
+    let enrolled = config.replacen("keys = [", &format!("keys = [\"{key}\", "), 1);
+    std::fs::write(home.config(), enrolled).unwrap();
     World::at(&home.path().join(".thestream/store.db"))
 }
 

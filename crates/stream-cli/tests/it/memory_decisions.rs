@@ -26,19 +26,19 @@ use stream_testkit::canary::Canary;
 use crate::common::{Home, Run};
 
 /// The `memory.md` version `World` records.
-const WORLD_MEMORY: &str = "---\nid: memory-1\n---\n# Memory\n";
+pub(crate) const WORLD_MEMORY: &str = "---\nid: memory-1\n---\n# Memory\n";
 /// What accepting the World's memory proposal writes.
 const ACCEPTED: &str = "---\nid: memory-1\n---\n# Memory\n\ncanary-world-memory: likes tea\n";
 
 /// An initialized home whose store holds a `World` and whose `memory.md`
 /// holds the World's memory version.
-struct Scene {
-    home: Home,
-    w: World,
+pub(crate) struct Scene {
+    pub(crate) home: Home,
+    pub(crate) w: World,
 }
 
 impl Scene {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let home = Home::init();
         std::fs::create_dir_all(home.path().join(".thestream")).unwrap();
         let w = World::at(&home.path().join(".thestream/store.db"));
@@ -51,15 +51,15 @@ impl Scene {
         self.home.path().join("context/memory.md")
     }
 
-    fn memory(&self) -> String {
+    pub(crate) fn memory(&self) -> String {
         std::fs::read_to_string(self.memory_path()).unwrap()
     }
 
-    fn run(&self, args: &[&str]) -> Run {
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
         self.home.run(args)
     }
 
-    fn decide(&self, proposal: &EventId, how: &[&str]) -> Run {
+    pub(crate) fn decide(&self, proposal: &EventId, how: &[&str]) -> Run {
         let mut args = vec!["proposal-decision", "--proposal", proposal.as_str()];
         args.extend_from_slice(how);
         self.run(&args)
@@ -74,7 +74,7 @@ impl Scene {
             .unwrap()
     }
 
-    fn count<P: Payload>(&self) -> usize {
+    pub(crate) fn count<P: Payload>(&self) -> usize {
         self.w
             .store
             .events(&EventQuery::of_type(P::TYPE))
@@ -104,7 +104,7 @@ impl Scene {
     }
 }
 
-fn no_leak(run: &Run, canary: &str) {
+pub(crate) fn no_leak(run: &Run, canary: &str) {
     assert!(
         !run.stdout.contains(canary) && !run.stderr.contains(canary),
         "canary leaked:\n{}\n{}",
@@ -595,6 +595,7 @@ fn record(s: &Scene, proposal: &EventId, disposition: Disposition) -> EventId {
             replacement: None,
             submission_id: None,
             actor: Label::new("owner").unwrap(),
+            signer: s.home.signing_key(),
         },
     )
     .unwrap()

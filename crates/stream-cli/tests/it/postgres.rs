@@ -71,6 +71,24 @@ fn review_only_flow(s: &Stack, laptop_dir: &std::path::Path, data: &std::path::P
             json!({"operation": "append", "proposed_text": "canary-remembered: the owner keeps bees.", "reason": "The owner asked.", "evidence_event_ids": []}),
         ),
     ])));
+    // The laptop's config, and its key enrolled in the config that holds
+    // the context root before that serve starts (docs/postgres.md). On one
+    // machine the data dir, and so the key, is the bot's own.
+    let config = std::fs::read_to_string(s.path().join("thestream.toml")).unwrap();
+    std::fs::write(
+        laptop_dir.join("thestream.toml"),
+        review_only(&config, data),
+    )
+    .unwrap();
+    if !data.join("signing.key").exists() {
+        let key = laptop(laptop_dir, url, &["key", "init"]);
+        assert_eq!(key.status.code(), Some(0), "{key:?}");
+        let out = String::from_utf8(key.stdout).unwrap();
+        let public = out.trim().strip_prefix("public key: ").unwrap().to_owned();
+        let enrolled = config.replacen("keys = [", &format!("keys = [\"{public}\", "), 1);
+        assert_ne!(enrolled, config);
+        std::fs::write(s.path().join("thestream.toml"), enrolled).unwrap();
+    }
     let _serve = Serve::start(s);
     s.say("Remember that I keep bees.");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -79,12 +97,6 @@ fn review_only_flow(s: &Stack, laptop_dir: &std::path::Path, data: &std::path::P
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    let config = std::fs::read_to_string(s.path().join("thestream.toml")).unwrap();
-    std::fs::write(
-        laptop_dir.join("thestream.toml"),
-        review_only(&config, data),
-    )
-    .unwrap();
     let listed = laptop(laptop_dir, url, &["proposal-list", "--json"]);
     assert_eq!(listed.status.code(), Some(0), "{listed:?}");
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();

@@ -33,7 +33,7 @@ fn tree(dir: &Path) -> Vec<PathBuf> {
 fn a_loose_data_dir_and_loose_store_files_become_owner_only() {
     let home = Home::init();
     let data = home.path().join(".thestream");
-    std::fs::create_dir(&data).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
     chmod(&data, 0o755);
     let run = home.run(&["events"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -78,7 +78,7 @@ fn a_data_dir_owned_by_another_user_is_refused_with_exit_2() {
     let data = if uid == 0 {
         // As root: a folder of ours given to `nobody`.
         let data = home.path().join(".thestream");
-        std::fs::create_dir(&data).unwrap();
+        std::fs::create_dir_all(&data).unwrap();
         chmod(&data, 0o755);
         std::os::unix::fs::chown(&data, Some(65534), Some(65534)).unwrap();
         data

@@ -175,6 +175,9 @@ pub enum MaterializationFailure {
     Receipt,
     /// The stored base content did not verify.
     Content,
+    /// The decision is not signed by a key the config holding the context
+    /// root lists (or its signature does not cover it).
+    Unauthorized,
 }
 
 impl MaterializationFailure {
@@ -190,11 +193,12 @@ impl MaterializationFailure {
             Self::Scan => "scan",
             Self::Receipt => "receipt",
             Self::Content => "content",
+            Self::Unauthorized => "unauthorized",
         }
     }
 
     /// Every code, for golden tests.
-    pub const ALL: [MaterializationFailure; 9] = [
+    pub const ALL: [MaterializationFailure; 10] = [
         Self::StaleBase,
         Self::Path,
         Self::Symlink,
@@ -204,6 +208,7 @@ impl MaterializationFailure {
         Self::Scan,
         Self::Receipt,
         Self::Content,
+        Self::Unauthorized,
     ];
 }
 

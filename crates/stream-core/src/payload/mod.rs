@@ -10,6 +10,7 @@ pub mod filesystem;
 pub mod focus;
 pub mod judgment;
 pub mod proposals;
+pub mod signed;
 pub mod telegram;
 
 pub use activation::*;
@@ -20,4 +21,5 @@ pub use filesystem::*;
 pub use focus::*;
 pub use judgment::*;
 pub use proposals::*;
+pub use signed::*;
 pub use telegram::*;

@@ -66,6 +66,7 @@ impl Follower {
             source: SourceName::fixed(SourceName::CONTEXT),
             max_bytes: settings.max_memory_bytes,
             lock_dir: settings.lock_dir.clone(),
+            trusted: settings.trusted_keys.clone(),
         };
         let store = Arc::clone(self.engine.store());
         match materialize_pending(store.as_ref(), &config, &mut self.memory_cursor) {

@@ -92,6 +92,7 @@ fn settings(dir: &Path, max_attempts: u32, backoff: Duration) -> EngineSettings 
         context_root: context,
         max_memory_bytes: 262_144,
         lock_dir: dir.join("locks"),
+        trusted_keys: Default::default(),
         telegram_api_base_url: "http://127.0.0.1:9".into(),
         bot_token_env: "UNUSED_BOT_TOKEN".into(),
         owner_user_id: OWNER,

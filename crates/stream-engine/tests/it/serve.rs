@@ -35,6 +35,7 @@ fn settings(dir: &Path, telegram: &FakeTelegram, provider: &ScriptedProvider) ->
         context_root: context,
         max_memory_bytes: 262_144,
         lock_dir: dir.join("locks"),
+        trusted_keys: Default::default(),
         telegram_api_base_url: telegram.base_url(),
         bot_token_env: "SERVE_IT_BOT_TOKEN".into(),
         owner_user_id: OWNER,

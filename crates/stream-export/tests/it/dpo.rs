@@ -8,7 +8,13 @@ use stream_proposals::testing::World;
 fn dpo_pair_golden_line() {
     let w = World::new();
     w.decide_correction(Disposition::Accept, None);
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     let pairs = preference_pairs(&w.store, selection).unwrap();
     assert_eq!(pairs.pairs.len(), 1);
     let pair = &pairs.pairs[0];
@@ -28,7 +34,13 @@ fn a_replacement_equal_to_the_original_is_excluded_as_no_preference() {
     let mut w = World::new();
     let (output, receipt, root) = w.model_turn("And the capital of Italy?", "Rome.");
     w.owner_correct(&output, &receipt, root.id(), "Rome.");
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     assert_eq!(selection.examples.len(), 1, "sft keeps it");
     let pairs = preference_pairs(&w.store, selection).unwrap();
     assert!(pairs.pairs.is_empty());

@@ -42,18 +42,29 @@ fn judged_world() -> (World, EventId, EventId) {
 }
 
 fn judgment_ids(kind: ExportKind, w: &World) -> Vec<EventId> {
-    select(&w.store, kind, &|_, _| {})
-        .unwrap()
-        .examples
-        .iter()
-        .map(|e| e.provenance.judgment_event_id.clone().unwrap())
-        .collect()
+    select(
+        &w.store,
+        kind,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap()
+    .examples
+    .iter()
+    .map(|e| e.provenance.judgment_event_id.clone().unwrap())
+    .collect()
 }
 
 #[test]
 fn private_export_includes_accepted_self_corrections_with_full_provenance() {
     let (w, self_correction, owner) = judged_world();
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     let ids: Vec<_> = selection
         .examples
         .iter()
@@ -81,7 +92,13 @@ fn private_export_includes_accepted_self_corrections_with_full_provenance() {
 fn external_export_excludes_self_corrections() {
     let (w, _self_correction, owner) = judged_world();
     assert_eq!(judgment_ids(ExportKind::External, &w), [owner]);
-    let selection = select(&w.store, ExportKind::External, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::External,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     assert_eq!(
         selection.excluded.get(&Exclusion::NotExternallyEligible),
         Some(&1)
@@ -96,12 +113,17 @@ fn external_export_excludes_self_corrections() {
 fn external_examples_carry_no_memory_and_no_internal_ids() {
     let (w, _, owner) = judged_world();
     let of = |kind| {
-        select(&w.store, kind, &|_, _| {})
-            .unwrap()
-            .examples
-            .into_iter()
-            .find(|e| e.provenance.judgment_event_id.as_ref() == Some(&owner))
-            .unwrap()
+        select(
+            &w.store,
+            kind,
+            &stream_proposals::testing::trusted(),
+            &|_, _| {},
+        )
+        .unwrap()
+        .examples
+        .into_iter()
+        .find(|e| e.provenance.judgment_event_id.as_ref() == Some(&owner))
+        .unwrap()
     };
     let private = serde_json::to_string(&of(ExportKind::Private).messages).unwrap();
     let external = of(ExportKind::External);
@@ -128,7 +150,13 @@ fn external_examples_carry_no_memory_and_no_internal_ids() {
 #[test]
 fn proposals_never_enter_an_example() {
     let (w, _, _) = judged_world();
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     let text = serde_json::to_string(&selection.examples).unwrap();
     // The memory proposal's text and the tool names appear nowhere.
     assert!(!text.contains("canary-world-memory"));
@@ -183,7 +211,13 @@ fn a_broken_chain_is_excluded_not_exported() {
         )
         .unwrap();
     assert_eq!(deleted, 1);
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     assert!(
         !selection
             .examples
@@ -201,7 +235,13 @@ fn writer_rejects_an_example_missing_any_id_and_writes_nothing() {
     let (w, _, _) = judged_world();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("train.jsonl");
-    let mut selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let mut selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     selection.examples[1].provenance.context_snapshot_id = None;
     let err = write(&out, ExportKind::Private, &selection).unwrap_err();
     assert!(
@@ -225,7 +265,13 @@ fn export_files_are_owner_only_atomic_and_golden() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let out = dir.path().join("train.jsonl");
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     let report = write(&out, ExportKind::Private, &selection).unwrap();
     assert_eq!(report.examples, 2);
     for path in [&out, &report.manifest] {
@@ -250,7 +296,13 @@ fn export_files_are_owner_only_atomic_and_golden() {
 #[test]
 fn private_destinations_only() {
     let (w, _, _) = judged_world();
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     let refuse = |path: &std::path::Path| write(path, ExportKind::Private, &selection).unwrap_err();
     assert!(matches!(
         refuse(std::path::Path::new("-")),

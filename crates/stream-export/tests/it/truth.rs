@@ -50,7 +50,13 @@ fn an_acknowledgment_is_no_target_and_leaves_no_claim_in_a_transcript() {
         (ExportKind::Private, "Paris."),
         (ExportKind::External, "Lyon."),
     ] {
-        let selection = select(&w.store, kind, &|_, _| {}).unwrap();
+        let selection = select(
+            &w.store,
+            kind,
+            &stream_proposals::testing::trusted(),
+            &|_, _| {},
+        )
+        .unwrap();
         assert_eq!(
             selection.excluded.get(&Exclusion::Acknowledgment),
             Some(&1),
@@ -96,7 +102,13 @@ fn an_acknowledgment_is_no_target_and_leaves_no_claim_in_a_transcript() {
 fn no_dpo_pair_answers_with_an_acknowledgment() {
     let (w, _, _) = judged_world();
     let ack = ack_text(&w);
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     let pairs = preference_pairs(&w.store, selection).unwrap();
     let answers: Vec<(&str, &str)> = pairs
         .pairs
@@ -126,7 +138,13 @@ fn the_manifest_says_what_was_left_out() {
     let (w, _, _) = judged_world();
     let dir = private_dir();
     let sft = dir.path().join("train.jsonl");
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     write(&sft, ExportKind::Private, &selection).unwrap();
     let private = manifest(&sft);
     insta::assert_json_snapshot!(private);
@@ -135,7 +153,13 @@ fn the_manifest_says_what_was_left_out() {
     let pairs = preference_pairs(&w.store, selection).unwrap();
     write_pairs(&dpo, ExportKind::Private, &pairs).unwrap();
     let external = dir.path().join("external.jsonl");
-    let selection = select(&w.store, ExportKind::External, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::External,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     write(&external, ExportKind::External, &selection).unwrap();
     for path in [&sft, &dpo, &external] {
         let m = manifest(path);
@@ -162,7 +186,13 @@ fn a_deterministic_reply_is_no_target_and_leaves_the_transcript() {
     w.owner_correct(&output, &receipt, root.id(), "Better help.");
     let (output, receipt, root) = w.model_turn("And the capital of Italy?", "Milan.");
     let owner = w.owner_correct(&output, &receipt, root.id(), "Rome.");
-    let selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     assert_eq!(selection.excluded.get(&Exclusion::Deterministic), Some(&1));
     assert_eq!(
         selection.left_out_turns.get(&Exclusion::Deterministic),
@@ -229,7 +259,13 @@ fn what_was_left_out_carries_no_content() {
     let (output, receipt, root) = w.model_turn(question.as_str(), answer.as_str());
     w.owner_correct(&output, &receipt, root.id(), fix.as_str());
 
-    let mut selection = select(&w.store, ExportKind::Private, &|_, _| {}).unwrap();
+    let mut selection = select(
+        &w.store,
+        ExportKind::Private,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap();
     let examples = serde_json::to_string(&selection.examples).unwrap();
     assert!(examples.contains(question.as_str()) && examples.contains(fix.as_str()));
     let dir = private_dir();
@@ -237,7 +273,13 @@ fn what_was_left_out_carries_no_content() {
     write(&out, ExportKind::Private, &selection).unwrap();
     let pairs = preference_pairs(
         &w.store,
-        select(&w.store, ExportKind::Private, &|_, _| {}).unwrap(),
+        select(
+            &w.store,
+            ExportKind::Private,
+            &stream_proposals::testing::trusted(),
+            &|_, _| {},
+        )
+        .unwrap(),
     )
     .unwrap();
     let mut seen = vec![

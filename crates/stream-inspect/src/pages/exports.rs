@@ -4,6 +4,7 @@
 
 use maud::{Markup, html};
 use stream_export::{ExportKind, Selection, select};
+use stream_proposals::authority::TrustedKeys;
 use stream_store::Read;
 
 use crate::PageError;
@@ -16,10 +17,10 @@ pub struct Exports {
 }
 
 /// Runs the private and the external selection.
-pub fn gather(store: &dyn Read) -> Result<Exports, PageError> {
+pub fn gather(store: &dyn Read, trusted: &TrustedKeys) -> Result<Exports, PageError> {
     Ok(Exports {
-        private: select(store, ExportKind::Private, &|_, _| {})?,
-        external: select(store, ExportKind::External, &|_, _| {})?,
+        private: select(store, ExportKind::Private, trusted, &|_, _| {})?,
+        external: select(store, ExportKind::External, trusted, &|_, _| {})?,
     })
 }
 

@@ -9,6 +9,7 @@ use maud::{Markup, html};
 use stream_core::{EventId, SourceName};
 use stream_memory::blame::{BlameLine, blame};
 use stream_memory::review::{LogEntry, Origin, memory_log};
+use stream_proposals::authority::TrustedKeys;
 use stream_store::Read;
 
 use crate::PageError;
@@ -23,14 +24,14 @@ pub struct Memory {
 }
 
 /// Reads the versions, their diffs and the blame.
-pub fn gather(store: &dyn Read) -> Result<Memory, PageError> {
+pub fn gather(store: &dyn Read, trusted: &TrustedKeys) -> Result<Memory, PageError> {
     let source = SourceName::fixed(SourceName::CONTEXT);
     let log = memory_log(store, &source, true)?;
     let blame = blame(store, &source, Some(log.clone()))?;
     let mut runs = BTreeMap::new();
     for entry in &log {
         if let Some(proposal) = &entry.proposal_id
-            && let Some(view) = stream_proposals::review::get(store, proposal)?
+            && let Some(view) = stream_proposals::review::get(store, proposal, trusted)?
         {
             runs.insert(proposal.clone(), view.run_id);
         }

@@ -55,25 +55,33 @@ pub async fn turn(State(app): State<Arc<App>>, Path(run): Path<String>) -> Page 
 
 /// `/proposals`
 pub async fn proposals(State(app): State<Arc<App>>) -> Page {
-    let views = app.read(|s, _| proposals::gather_list(s)).await?;
+    let views = app
+        .read(|s, settings| proposals::gather_list(s, &settings.trusted))
+        .await?;
     Ok(Html(proposals::render_list(&views).into_string()))
 }
 
 /// `/proposals/ID`
 pub async fn proposal(State(app): State<Arc<App>>, Path(id): Path<String>) -> Page {
-    let shown = app.read(move |s, _| proposals::gather_one(s, &id)).await?;
+    let shown = app
+        .read(move |s, settings| proposals::gather_one(s, &settings.trusted, &id))
+        .await?;
     Ok(Html(proposals::render_one(&shown).into_string()))
 }
 
 /// `/memory`
 pub async fn memory(State(app): State<Arc<App>>) -> Page {
-    let view = app.read(|s, _| memory::gather(s)).await?;
+    let view = app
+        .read(|s, settings| memory::gather(s, &settings.trusted))
+        .await?;
     Ok(Html(memory::render(&view).into_string()))
 }
 
 /// `/exports`
 pub async fn exports(State(app): State<Arc<App>>) -> Page {
-    let view = app.read(|s, _| exports::gather(s)).await?;
+    let view = app
+        .read(|s, settings| exports::gather(s, &settings.trusted))
+        .await?;
     Ok(Html(exports::render(&view).into_string()))
 }
 

@@ -43,7 +43,12 @@ pub fn gather(
         .filter(|e| e.recorded_at_ms >= day_start)
         .filter(|e| e.decode::<RunFailed>().is_ok_and(|f| f.is_final))
         .count();
-    let proposals = list(store, false, stream_proposals::review::Depth::Summary)?;
+    let proposals = list(
+        store,
+        false,
+        stream_proposals::review::Depth::Summary,
+        &settings.trusted,
+    )?;
     let pending: Vec<_> = proposals
         .iter()
         .filter(|p| p.state == State::Pending)

@@ -9,6 +9,7 @@ use stream_core::ids::derive_run_id;
 use stream_core::payload::MessageObservation;
 use stream_core::payload::ProposalKind;
 use stream_core::{EventId, RunId};
+use stream_proposals::authority::TrustedKeys;
 use stream_proposals::review::{
     DiffTense, EvidenceKind, ProposalShow, ProposalView, State, get, list, show,
 };
@@ -18,8 +19,16 @@ use crate::PageError;
 use crate::html::{Nav, Untrusted, block, diff, id_link, page, summary};
 
 /// Pending first, oldest first; then the decided, newest first.
-pub fn gather_list(store: &dyn Read) -> Result<Vec<ProposalView>, PageError> {
-    let mut views = list(store, true, stream_proposals::review::Depth::Summary)?;
+pub fn gather_list(
+    store: &dyn Read,
+    trusted: &TrustedKeys,
+) -> Result<Vec<ProposalView>, PageError> {
+    let mut views = list(
+        store,
+        true,
+        stream_proposals::review::Depth::Summary,
+        trusted,
+    )?;
     views.sort_by(|a, b| {
         let pending = |v: &ProposalView| v.state != State::Pending;
         pending(a).cmp(&pending(b)).then_with(|| {
@@ -42,9 +51,9 @@ pub struct One {
 /// One proposal with its memory diff, and the turn each evidence belongs
 /// to: a cited reply's own run, a cited message's run of the proposing
 /// declaration (when it exists).
-pub fn gather_one(store: &dyn Read, id: &str) -> Result<One, PageError> {
+pub fn gather_one(store: &dyn Read, trusted: &TrustedKeys, id: &str) -> Result<One, PageError> {
     let id = EventId::parse(id).map_err(|_| PageError::NotFound)?;
-    let view = get(store, &id)?.ok_or(PageError::NotFound)?;
+    let view = get(store, &id, trusted)?.ok_or(PageError::NotFound)?;
     let mut shown = show(store, view)?;
     stream_memory::review::add_memory_diff(store, &mut shown)?;
     let mut turns = BTreeMap::new();

@@ -86,7 +86,7 @@ pub(super) fn decide_with(
         } else {
             None
         };
-        let record = record_verified_decision_with(store, req, |verified| {
+        let record = record_verified_decision_with(store, req, &config.trusted, |verified| {
             if let (Some(preparing), ProposalBody::Memory(_)) =
                 (&preparing, verified.proposal().body())
             {
@@ -97,16 +97,21 @@ pub(super) fn decide_with(
         // unfinished removes its file and releases the lock.
         let (prepared, thread) = preparing.map(Preparing::outcome).unzip();
         let decided = record.map(|record| {
-            let materialized = match record.verified.proposal().body() {
-                ProposalBody::Memory(_) => Some(
-                    // Not prepared beside the commit (no thread, or a panic
-                    // that left nothing visible): prepared now.
-                    prepared
-                        .flatten()
-                        .unwrap_or_else(|| prepare(store, config, &record.verified))
-                        .and_then(|p| finish(store, config, p)),
-                ),
-                ProposalBody::Correction(_) | ProposalBody::Focus(_) => None,
+            let materialized = match &record.verified {
+                Ok(verified) => match verified.proposal().body() {
+                    ProposalBody::Memory(_) => Some(
+                        // Not prepared beside the commit (no thread, or a
+                        // panic that left nothing visible): prepared now.
+                        prepared
+                            .flatten()
+                            .unwrap_or_else(|| prepare(store, config, verified))
+                            .and_then(|p| finish(store, config, p)),
+                    ),
+                    ProposalBody::Correction(_) | ProposalBody::Focus(_) => None,
+                },
+                // Not authorized by this config's keys: nothing prepared;
+                // the caller records the refusal ([`super::refuse`]).
+                Err(_) => None,
             };
             DecidedAndMaterialized {
                 record,

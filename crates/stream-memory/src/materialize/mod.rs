@@ -4,10 +4,13 @@
 //! [`materialize`] takes one decision id and, in this order:
 //!
 //! 1. **Trust.** [`verify_decision`] replays the decision's schema, human
-//!    authorship and lineage and the proposal's whole authority chain. A
+//!    authorship and lineage and the proposal's whole authority chain, and
+//!    checks its signature against the configured keys. A
 //!    forged or malformed decision or proposal is refused here with
 //!    [`MaterializeError::Decision`] and *nothing* is appended: no receipt
-//!    is ever built from untrusted ids. [`materialize_verified`] starts
+//!    is ever built from untrusted ids. A decision whose chain verifies but
+//!    which the keys do not authorize gets the failure `unauthorized`
+//!    ([`refuse`]), recorded under the ids the chain verified. [`materialize_verified`] starts
 //!    after this step, from a [`VerifiedDecision`] the command already
 //!    holds (only the validator makes one), so the chain is replayed once
 //!    per command.
@@ -81,10 +84,12 @@ mod verify;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
+use stream_core::payload::DecidableKind;
 use stream_core::payload::{
     Disposition, MaterializationFailed, MaterializationFailure, MemoryChangeProposed,
 };
 use stream_core::{EventId, SourceName};
+use stream_proposals::authority::{Refused, TrustedKeys};
 use stream_proposals::chain::ProposalBody;
 use stream_proposals::project::{
     ProjectError, VerifiedDecision, memory_outcome_id, verify_decision,
@@ -118,6 +123,8 @@ pub struct MaterializeConfig {
     pub max_bytes: u64,
     /// The data dir's `locks/` folder.
     pub lock_dir: PathBuf,
+    /// The keys whose decisions are applied (`[authority] keys`).
+    pub trusted: TrustedKeys,
 }
 
 /// Materializes decision `decision_id` (see the module documentation).
@@ -126,7 +133,57 @@ pub fn materialize(
     config: &MaterializeConfig,
     decision_id: &EventId,
 ) -> Result<MaterializeOutcome, MaterializeError> {
-    materialize_verified(store, config, &verify_decision(store, decision_id)?)
+    materialize_verified(
+        store,
+        config,
+        &verify_decision(store, decision_id, &config.trusted)?,
+    )
+}
+
+/// Records the one outcome of a memory decision the configured keys do not
+/// authorize: `materialization.failed@1` with reason `unauthorized`, under
+/// the ids its verified chain fixed. `memory.md` is not touched. An outcome
+/// recorded earlier stands (one outcome per decision).
+pub fn refuse(
+    store: &dyn Store,
+    refused: &Refused,
+) -> Result<MaterializeOutcome, MaterializeError> {
+    match refused.kind {
+        DecidableKind::MemoryChange => {}
+        DecidableKind::SelfCorrection => {
+            return Err(MaterializeError::NotAMemoryDecision {
+                decision: refused.decision.clone(),
+            });
+        }
+    }
+    let trusted = Trusted {
+        proposal: refused.proposal.clone(),
+        decision: refused.decision.clone(),
+        root: refused.root.clone(),
+        outcome: memory_outcome_id(&refused.decision)?,
+    };
+    if let Some(done) = existing_outcome(store, &trusted)? {
+        return Ok(done);
+    }
+    let reason = MaterializationFailure::Unauthorized;
+    let payload = MaterializationFailed {
+        proposal_event_id: trusted.proposal.clone(),
+        decision_event_id: trusted.decision.clone(),
+        reason,
+    };
+    let outcome = record(store, &trusted, &payload, |event, recorded| {
+        MaterializeOutcome::Failed {
+            event,
+            reason,
+            recorded,
+        }
+    })?;
+    tracing::warn!(
+        decision = %refused.decision,
+        why = refused.reason.as_str(),
+        "memory decision not authorized: recorded as failed, memory.md unchanged"
+    );
+    Ok(outcome)
 }
 
 /// [`materialize`] of a decision verified earlier in this command (step 1

@@ -3,13 +3,15 @@
 //! decision recorded elsewhere (a review-only config on another machine,
 //! docs/design.md §19) and runs the same [`materialize_verified`].
 
-use stream_core::payload::ProposalKind;
-use stream_core::payload::{Disposition, ProposalDecision};
+use stream_core::payload::{DecidableKind, ProposalKind};
+use stream_core::payload::{Disposition, ProposalDecision, RecordedDecision};
 use stream_core::{Payload as _, SourceName};
-use stream_proposals::project::{memory_outcome_id, verify_decision};
+use stream_proposals::project::{ProjectError, memory_outcome_id, verify_decision};
 use stream_store::{EventQuery, Store};
 
-use super::{MaterializeConfig, MaterializeError, MaterializeOutcome, materialize_verified};
+use super::{
+    MaterializeConfig, MaterializeError, MaterializeOutcome, materialize_verified, refuse,
+};
 use crate::lock::LockError;
 
 /// What one pass did, in counts (no ids of content, no text).
@@ -39,8 +41,8 @@ pub fn materialize_pending(
     let mut report = PendingReport::default();
     for event in store.events(&query)? {
         let id = event.id().clone();
-        let wanted = match event.decode::<ProposalDecision>() {
-            Ok(d) => match d.disposition {
+        let wanted = match RecordedDecision::decode(&event) {
+            Ok(d) => match d.decision().disposition {
                 Disposition::Accept | Disposition::Edit => true,
                 Disposition::Reject => false,
             },
@@ -48,14 +50,19 @@ pub fn materialize_pending(
             Err(_) => true,
         };
         if wanted && store.event(&memory_outcome_id(&id)?)?.is_none() {
-            let settled = verify_decision(store, &id)
-                .map_err(MaterializeError::from)
-                .and_then(|verified| match verified.proposal().body().kind() {
+            let settled = match verify_decision(store, &id, &config.trusted) {
+                Ok(verified) => match verified.proposal().body().kind() {
                     ProposalKind::MemoryChange => {
                         materialize_verified(store, config, &verified).map(Some)
                     }
                     ProposalKind::SelfCorrection | ProposalKind::FocusDeclaration => Ok(None),
-                });
+                },
+                Err(ProjectError::Unauthorized(refused)) => match refused.kind {
+                    DecidableKind::MemoryChange => refuse(store, &refused).map(Some),
+                    DecidableKind::SelfCorrection => Ok(None),
+                },
+                Err(e) => Err(e.into()),
+            };
             match settled {
                 Ok(Some(
                     MaterializeOutcome::Materialized { .. } | MaterializeOutcome::Failed { .. },

@@ -40,9 +40,10 @@ struct Scene {
 /// The World's memory proposal accepted, its root holding the base.
 fn scene() -> Scene {
     let (w, dir, config, request) = undecided();
-    let verified = record_verified_decision(&w.store, &request)
+    let verified = record_verified_decision(&w.store, &request, &config.trusted)
         .unwrap()
-        .verified;
+        .verified
+        .unwrap();
     Scene {
         w,
         _dir: dir,
@@ -64,6 +65,7 @@ fn undecided() -> (World, tempfile::TempDir, MaterializeConfig, DecisionRequest)
         source: SourceName::fixed(SourceName::CONTEXT),
         max_bytes: 262_144,
         lock_dir: dir.path().join("locks"),
+        trusted: stream_proposals::testing::trusted(),
     };
     let request = DecisionRequest {
         proposal: w.memory.clone(),
@@ -71,6 +73,7 @@ fn undecided() -> (World, tempfile::TempDir, MaterializeConfig, DecisionRequest)
         replacement: None,
         submission_id: None,
         actor: Label::new("owner").unwrap(),
+        signer: stream_proposals::testing::signer(),
     };
     (w, dir, config, request)
 }

@@ -88,6 +88,7 @@ impl Mem {
             source: context_source(),
             max_bytes: 262_144,
             lock_dir: data.join("locks"),
+            trusted: stream_proposals::testing::trusted(),
         };
         let mem = Self { w, dir, config };
         mem.write_memory(WORLD_MEMORY.as_bytes());
@@ -164,6 +165,7 @@ impl Mem {
                 replacement: replacement.map(str::to_owned),
                 submission_id: None,
                 actor: Label::new("owner").unwrap(),
+                signer: stream_proposals::testing::signer(),
             },
         )
         .unwrap()
@@ -211,4 +213,19 @@ impl Mem {
             .unwrap()
             .len()
     }
+}
+
+/// The outcome `proposal-list --all` shows for `proposal`.
+pub fn listed_outcome(mem: &Mem, proposal: &EventId) -> Option<stream_proposals::review::Outcome> {
+    stream_proposals::review::list(
+        &mem.w.store,
+        true,
+        stream_proposals::review::Depth::Summary,
+        &stream_proposals::testing::trusted(),
+    )
+    .unwrap()
+    .into_iter()
+    .find(|v| &v.id == proposal)
+    .unwrap()
+    .outcome
 }

@@ -25,6 +25,7 @@ fn request(proposal: &EventId, disposition: Disposition) -> DecisionRequest {
         replacement: None,
         submission_id: None,
         actor: Label::new("owner").unwrap(),
+        signer: stream_proposals::testing::signer(),
     }
 }
 

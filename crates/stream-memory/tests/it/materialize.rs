@@ -15,12 +15,12 @@ use stream_memory::materialize::{
     MaterializeError, MaterializeOutcome, Recorded, compose, lock_name,
 };
 use stream_proposals::project::memory_outcome_id;
-use stream_proposals::review::{Depth, Outcome, list};
+use stream_proposals::review::Outcome;
 use stream_store::faulty::FaultyStore;
 use stream_store::{Read, SqliteStore};
 use stream_testkit::canary::Canary;
 
-use crate::common::{Mem, WORLD_MEMORY};
+use crate::common::{Mem, WORLD_MEMORY, listed_outcome};
 
 /// The receipt of a materialized outcome, checked against the store: the
 /// envelope, the pointer, the new version and its file event.
@@ -70,15 +70,6 @@ fn receipt(mem: &Mem, decision: &EventId, outcome: MaterializeOutcome) -> Memory
     assert!(store.event(&payload.file_event_id).unwrap().is_some());
     assert_eq!(mem.mode(), 0o600, "memory.md is owner-only");
     payload
-}
-
-fn listed_outcome(mem: &Mem, proposal: &EventId) -> Option<Outcome> {
-    list(&mem.w.store, true, Depth::Summary)
-        .unwrap()
-        .into_iter()
-        .find(|v| &v.id == proposal)
-        .unwrap()
-        .outcome
 }
 
 #[test]

@@ -7,13 +7,14 @@ use stream_core::ids::derive_event_id;
 use stream_core::payload::{
     CorrectionProposed, Disposition, FocusDeclarationProposed, MaterializationFailed,
     MemoryChangeMaterialized, MemoryChangeProposed, MemoryOperation, MemoryTarget,
-    ProposalDecision, ProposalKind,
+    ProposalDecision, ProposalKind, RecordedDecision,
 };
 use stream_core::terminal::count_hidden;
 use stream_core::{EventId, Payload, SnapshotId, SourceName, StoredEvent, VersionId};
 use stream_store::{EventQuery, Read, StoreError};
 
 use super::evidence::{Evidence, SnapshotCache, resolve_evidence};
+use crate::authority::{TrustedKeys, authorize, legacy_outcome};
 use crate::project::{judgment_id, memory_outcome_id};
 
 /// Where a proposal stands.
@@ -52,6 +53,9 @@ pub enum Outcome {
     MaterializationFailed,
     /// The correction became a judgment.
     JudgmentRecorded,
+    /// The decision is not signed by a key the config lists (or its
+    /// signature does not cover it): never applied.
+    Unauthorized,
 }
 
 impl Outcome {
@@ -61,6 +65,7 @@ impl Outcome {
             Self::Materialized => "materialized",
             Self::MaterializationFailed => "materialization-failed",
             Self::JudgmentRecorded => "judgment-recorded",
+            Self::Unauthorized => "unauthorized",
         }
     }
 }
@@ -262,6 +267,7 @@ fn view(
     event: &StoredEvent,
     snapshots: &mut SnapshotCache,
     depth: Depth,
+    trusted: &TrustedKeys,
 ) -> Result<Option<ProposalView>, StoreError> {
     let id = event.id().clone();
     let mut v = ProposalView {
@@ -318,7 +324,7 @@ fn view(
     {
         v.evidence = resolve_evidence(store, Some(snapshot_id), snapshots, &evidence_ids)?;
     }
-    decide(store, &mut v)?;
+    decide(store, event, &mut v, trusted)?;
     if let Some((target, _)) = &v.memory_target {
         let current = current_version(store, target)?;
         v.stale = is_stale(v.state, &target.version_id, current.as_ref());
@@ -332,17 +338,24 @@ fn view(
     Ok(Some(v))
 }
 
-/// Fills in the decision state and outcome.
-fn decide(store: &dyn Read, v: &mut ProposalView) -> Result<(), StoreError> {
+/// Fills in the decision state and outcome; a decision `trusted` does not
+/// authorize has the outcome `unauthorized`, whatever else is recorded.
+fn decide(
+    store: &dyn Read,
+    proposal: &StoredEvent,
+    v: &mut ProposalView,
+    trusted: &TrustedKeys,
+) -> Result<(), StoreError> {
     let Some(decision_id) = decision_id(&v.id) else {
         return Ok(());
     };
     let Some(decision_event) = store.event(&decision_id)? else {
         return Ok(());
     };
-    let Ok(decision) = decision_event.decode::<ProposalDecision>() else {
+    let Ok(recorded) = RecordedDecision::decode(&decision_event) else {
         return Ok(());
     };
+    let decision = recorded.decision();
     v.decision_event_id = Some(decision_id.clone());
     v.state = match decision.disposition {
         Disposition::Accept => State::Accepted,
@@ -374,16 +387,28 @@ fn decide(store: &dyn Read, v: &mut ProposalView) -> Result<(), StoreError> {
         }
         ProposalKind::FocusDeclaration => {}
     }
+    let authorized = authorize(&recorded, &proposal.event.payload_sha256, trusted, || {
+        legacy_outcome(store, &decision_id, decision.proposal_kind)
+    })?;
+    if authorized.is_err() {
+        v.outcome = Some(Outcome::Unauthorized);
+    }
     Ok(())
 }
 
-/// All proposals (or only pending ones), oldest first.
-pub fn list(store: &dyn Read, all: bool, depth: Depth) -> Result<Vec<ProposalView>, StoreError> {
+/// All proposals (or only pending ones and those whose decision is
+/// unauthorized, which need the operator's eye), oldest first.
+pub fn list(
+    store: &dyn Read,
+    all: bool,
+    depth: Depth,
+    trusted: &TrustedKeys,
+) -> Result<Vec<ProposalView>, StoreError> {
     let mut snapshots = SnapshotCache::new();
     let mut views = Vec::new();
     for event in proposal_events(store)? {
-        if let Some(v) = view(store, &event, &mut snapshots, depth)?
-            && (all || v.state == State::Pending)
+        if let Some(v) = view(store, &event, &mut snapshots, depth, trusted)?
+            && (all || v.state == State::Pending || v.outcome == Some(Outcome::Unauthorized))
         {
             views.push(v);
         }
@@ -392,9 +417,19 @@ pub fn list(store: &dyn Read, all: bool, depth: Depth) -> Result<Vec<ProposalVie
 }
 
 /// One proposal by its full id.
-pub fn get(store: &dyn Read, id: &EventId) -> Result<Option<ProposalView>, StoreError> {
+pub fn get(
+    store: &dyn Read,
+    id: &EventId,
+    trusted: &TrustedKeys,
+) -> Result<Option<ProposalView>, StoreError> {
     match store.event(id)? {
-        Some(event) => view(store, &event, &mut SnapshotCache::new(), Depth::Full),
+        Some(event) => view(
+            store,
+            &event,
+            &mut SnapshotCache::new(),
+            Depth::Full,
+            trusted,
+        ),
         None => Ok(None),
     }
 }

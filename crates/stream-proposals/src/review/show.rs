@@ -9,7 +9,7 @@ use stream_context::Snapshot;
 use stream_context::Turn;
 use stream_core::payload::{
     CorrectionProposed, FocusDeclarationProposed, MemoryChangeProposed, MessageObservation,
-    ProposalDecision, Proposer,
+    Proposer, RecordedDecision,
 };
 use stream_core::{EventId, VersionId};
 use stream_store::{Read, StoreError};
@@ -130,7 +130,8 @@ pub enum DiffTense {
     Would,
     /// Accepted or edited, and materialized.
     Changed,
-    /// Accepted or edited, and materialization failed.
+    /// Accepted or edited, and materialization failed or the decision was
+    /// not authorized.
     WasTo,
     /// Accepted or edited, not materialized yet.
     WillChange,
@@ -145,7 +146,10 @@ impl DiffTense {
             (State::Pending, _) => Self::Would,
             (State::Rejected, _) => Self::WouldHave,
             (State::Accepted | State::Edited, Some(Outcome::Materialized)) => Self::Changed,
-            (State::Accepted | State::Edited, Some(Outcome::MaterializationFailed)) => Self::WasTo,
+            (
+                State::Accepted | State::Edited,
+                Some(Outcome::MaterializationFailed | Outcome::Unauthorized),
+            ) => Self::WasTo,
             (State::Accepted | State::Edited, None | Some(Outcome::JudgmentRecorded)) => {
                 Self::WillChange
             }
@@ -241,7 +245,7 @@ pub fn show(store: &dyn Read, view: ProposalView) -> Result<ProposalShow, StoreE
     };
     let decision = match &view.decision_event_id {
         Some(id) => store.event(id)?.and_then(|e| {
-            let d = e.decode::<ProposalDecision>().ok()?;
+            let d = RecordedDecision::decode(&e).ok()?.decision();
             Some(DecisionView {
                 id: id.clone(),
                 disposition: d.disposition.as_str(),

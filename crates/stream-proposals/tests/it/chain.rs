@@ -13,7 +13,7 @@ use stream_proposals::project::{
 use stream_store::faulty::FaultyStore;
 use stream_store::{EventQuery, Read, SqliteStore};
 
-use stream_proposals::testing::World;
+use stream_proposals::testing::{World, signer, trusted};
 
 fn link(err: ChainError) -> ChainLink {
     match err {
@@ -33,6 +33,7 @@ fn request(
         replacement: replacement.map(str::to_owned),
         submission_id: None,
         actor: Label::new("owner").unwrap(),
+        signer: signer(),
     }
 }
 
@@ -172,7 +173,7 @@ fn accepted_correction_becomes_the_judgment_the_seed_specifies() {
     let Decided::Recorded(decision) = decided else {
         panic!("{decided:?}")
     };
-    let projected = project_correction(&w.store, &decision).unwrap();
+    let projected = project_correction(&w.store, &decision, &trusted()).unwrap();
     let CorrectionProjection::Judgment(judgment) = projected else {
         panic!()
     };
@@ -206,7 +207,7 @@ fn accepted_correction_becomes_the_judgment_the_seed_specifies() {
     );
     // Re-running the projector converges.
     assert_eq!(
-        project_correction(&w.store, &decision).unwrap(),
+        project_correction(&w.store, &decision, &trusted()).unwrap(),
         CorrectionProjection::Judgment(judgment)
     );
     let judgments = w
@@ -249,7 +250,7 @@ fn effective_output_changes_only_after_the_judgment() {
         "Lyon.",
         "a decision alone does not either"
     );
-    project_correction(&w.store, decision.id()).unwrap();
+    project_correction(&w.store, decision.id(), &trusted()).unwrap();
     assert_eq!(effective(&mut w), "Paris, France.");
 }
 
@@ -259,7 +260,7 @@ fn rejection_records_refusal_and_no_judgment() {
     let decision =
         record_decision(&w.store, &request(&w.correction, Disposition::Reject, None)).unwrap();
     assert_eq!(
-        project_correction(&w.store, decision.id()).unwrap(),
+        project_correction(&w.store, decision.id(), &trusted()).unwrap(),
         CorrectionProjection::Rejected
     );
     assert!(
@@ -367,7 +368,7 @@ fn forged_decisions_are_not_projected() {
     )
     .unwrap();
     assert!(matches!(
-        project_correction(&w.store, decision.id()),
+        project_correction(&w.store, decision.id(), &trusted()),
         Err(ProjectError::DecisionInvalid { .. })
     ));
     assert!(
@@ -387,7 +388,7 @@ fn projection_is_all_or_nothing_at_every_write_step() {
     // One append and one commit.
     for step in 0..2 {
         faulty.fail_at(step);
-        assert!(project_correction(&faulty, decision.id()).is_err());
+        assert!(project_correction(&faulty, decision.id(), &trusted()).is_err());
         assert!(
             w.store
                 .event(&judgment_id(decision.id()).unwrap())
@@ -398,7 +399,7 @@ fn projection_is_all_or_nothing_at_every_write_step() {
     }
     faulty.heal();
     assert!(matches!(
-        project_correction(&faulty, decision.id()).unwrap(),
+        project_correction(&faulty, decision.id(), &trusted()).unwrap(),
         CorrectionProjection::Judgment(_)
     ));
 }
@@ -426,7 +427,7 @@ fn a_correction_decision_and_its_judgment_commit_together_at_every_write_step() 
         faulty.fail_at(step);
         assert!(
             matches!(
-                record_verified_decision(&faulty, &req),
+                record_verified_decision(&faulty, &req, &trusted()),
                 Err(DecisionError::Store(_))
             ),
             "step {step}"
@@ -434,7 +435,7 @@ fn a_correction_decision_and_its_judgment_commit_together_at_every_write_step() 
         assert_eq!(decisions(&w.store), 0, "step {step}");
     }
     assert_eq!(faulty.heal(), 3, "exactly three writes in one transaction");
-    let record = record_verified_decision(&faulty, &req).unwrap();
+    let record = record_verified_decision(&faulty, &req, &trusted()).unwrap();
     let Decided::Recorded(decision) = &record.decided else {
         panic!("{:?}", record.decided)
     };
@@ -445,12 +446,18 @@ fn a_correction_decision_and_its_judgment_commit_together_at_every_write_step() 
     ));
     assert!(w.store.event(&judgment).unwrap().is_some());
     // The decision handed on is the one stored, as verify_decision sees it.
-    let again = verify_decision(&w.store, decision).unwrap();
-    assert_eq!(record.verified.event(), again.event());
-    assert_eq!(record.verified.decision(), again.decision());
-    assert_eq!(record.verified.proposal().event(), again.proposal().event());
+    let again = verify_decision(&w.store, decision, &trusted()).unwrap();
+    assert_eq!(record.verified.as_ref().unwrap().event(), again.event());
+    assert_eq!(
+        record.verified.as_ref().unwrap().decision(),
+        again.decision()
+    );
+    assert_eq!(
+        record.verified.as_ref().unwrap().proposal().event(),
+        again.proposal().event()
+    );
     // A rerun converges on both.
-    let rerun = record_verified_decision(&w.store, &req).unwrap();
+    let rerun = record_verified_decision(&w.store, &req, &trusted()).unwrap();
     assert_eq!(rerun.decided, Decided::Converged(decision.clone()));
     assert!(matches!(
         rerun.correction,
@@ -464,11 +471,18 @@ fn a_correction_decision_and_its_judgment_commit_together_at_every_write_step() 
 #[test]
 fn a_memory_decision_hands_on_its_verified_decision_without_a_projection() {
     let w = World::new();
-    let record =
-        record_verified_decision(&w.store, &request(&w.memory, Disposition::Accept, None)).unwrap();
+    let record = record_verified_decision(
+        &w.store,
+        &request(&w.memory, Disposition::Accept, None),
+        &trusted(),
+    )
+    .unwrap();
     assert!(record.correction.is_none());
-    assert_eq!(record.verified.id(), record.decided.id());
-    assert_eq!(record.verified.proposal().event().id(), &w.memory);
+    assert_eq!(record.verified.as_ref().unwrap().id(), record.decided.id());
+    assert_eq!(
+        record.verified.as_ref().unwrap().proposal().event().id(),
+        &w.memory
+    );
 }
 
 /// `proposal-decision --proposal <full id>` reads that one event instead of

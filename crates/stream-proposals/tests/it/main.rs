@@ -8,6 +8,7 @@
     clippy::cloned_ref_to_slice_refs
 )]
 
+mod authority;
 mod chain;
 mod common;
 mod settlement;
