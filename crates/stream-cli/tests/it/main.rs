@@ -28,4 +28,5 @@ mod private_store;
 mod repo;
 mod review;
 mod review_terminal;
+mod slow_models;
 mod telegram_menu;
