@@ -90,6 +90,7 @@ fn main() {
             "request_memory_change",
             memory_args("bench"),
         )],
+        cut: false,
     });
     let provider = ScriptedProvider::start(vec![reply.clone(); 3 * runs + 10]).unwrap();
     let config = BrokerConfig::new(worker.clone(), provider.base_url(api), KEY_ENV.into());

@@ -72,9 +72,11 @@ pub struct BrokerConfig {
     /// The name of the environment variable holding the API key; empty for a
     /// keyless server (no credential, no auth header).
     pub api_key_env: String,
-    /// Timeout of the one HTTP request, response body included.
+    /// Timeout of the one HTTP request, response body included
+    /// ([`AttemptTimeout::http`]).
     pub http_timeout: Duration,
-    /// Limits of the worker process (its wall clock covers the whole attempt).
+    /// Limits of the worker process (its wall clock covers the whole
+    /// attempt: [`AttemptTimeout::wall_clock`]).
     pub spawn: SpawnLimits,
     /// Development only, off by default: accept a worker whose sandbox is not
     /// enforced (logged loudly at every attempt by `stream_sandbox::verify`).
@@ -122,17 +124,54 @@ impl std::fmt::Debug for BrokerConfig {
     }
 }
 
+/// The limits of one attempt, both derived from its one timeout
+/// (`[provider] timeout_secs`) by [`AttemptTimeout::of`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptTimeout {
+    /// The worker's wall clock: the whole attempt, the timeout itself.
+    pub wall_clock: Duration,
+    /// The HTTP request's timeout, response body included.
+    pub http: Duration,
+}
+
+impl AttemptTimeout {
+    /// The default timeout of an attempt (`[provider] timeout_secs = 120`).
+    pub const DEFAULT: Duration = Duration::from_secs(120);
+    /// The most the worker is left beyond the HTTP timeout.
+    pub const MAX_MARGIN: Duration = Duration::from_secs(5);
+
+    /// The one rule: the worker's wall clock is `timeout`, and the HTTP
+    /// request gets `timeout` less a margin of a quarter of it, at most
+    /// [`Self::MAX_MARGIN`]. The margin is the worker's time around the
+    /// request: taking the packet and building its request before, parsing
+    /// and judging the response (up to 2 MiB) and answering after. Measured,
+    /// that is a few ms (docs/performance.md), so 5 s leaves a CPU that a
+    /// local model has just saturated plenty of room, and an HTTP timeout
+    /// always ends the attempt first: a transient failure that is retried,
+    /// not a worker timeout after a 200, which is final. A quarter keeps
+    /// the rule meaningful at the smallest timeouts (1 s: 750 ms for HTTP).
+    pub fn of(timeout: Duration) -> Self {
+        let margin = (timeout / 4).min(Self::MAX_MARGIN);
+        Self {
+            wall_clock: timeout,
+            http: timeout.saturating_sub(margin),
+        }
+    }
+}
+
 impl BrokerConfig {
-    /// Defaults: a 90 s HTTP timeout, a 120 s worker wall clock, lines up to
-    /// one frame, at most three frames of output, stderr discarded.
+    /// Defaults: the limits of [`AttemptTimeout::DEFAULT`] (a 115 s HTTP
+    /// timeout, a 120 s worker wall clock), lines up to one frame, at most
+    /// three frames of output, stderr discarded.
     pub fn new(worker: PathBuf, base_url: String, api_key_env: String) -> Self {
+        let limits = AttemptTimeout::of(AttemptTimeout::DEFAULT);
         Self {
             worker,
             base_url,
             api_key_env,
-            http_timeout: Duration::from_secs(90),
+            http_timeout: limits.http,
             spawn: SpawnLimits {
-                wall_clock: Duration::from_secs(120),
+                wall_clock: limits.wall_clock,
                 output_cap: 3 * MAX_FRAME_BYTES as u64,
                 line_cap: MAX_FRAME_BYTES,
                 stderr: StderrMode::Null,
@@ -142,6 +181,15 @@ impl BrokerConfig {
             refill: Refill::AfterAttempt,
             fork_server: false,
         }
+    }
+
+    /// Bounds each attempt by `timeout` (`[provider] timeout_secs`): the
+    /// HTTP timeout and the worker's wall clock of [`AttemptTimeout::of`].
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        let limits = AttemptTimeout::of(timeout);
+        self.http_timeout = limits.http;
+        self.spawn.wall_clock = limits.wall_clock;
+        self
     }
 }
 
@@ -273,4 +321,44 @@ pub enum ProbeError {
     /// The request failed.
     #[error(transparent)]
     Request(#[from] AttemptError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One timeout gives both limits; the HTTP request always ends first,
+    /// so a slow provider is a retried transient failure, never a worker
+    /// killed after a 200.
+    #[test]
+    fn one_timeout_bounds_the_attempt_and_the_http_request_ends_first() {
+        let ms = Duration::from_millis;
+        for (timeout, http) in [
+            (1, ms(750)),
+            (2, ms(1500)),
+            (3, ms(2250)),
+            (20, ms(15_000)),
+            (120, ms(115_000)),
+            (3600, ms(3_595_000)),
+        ] {
+            let limits = AttemptTimeout::of(Duration::from_secs(timeout));
+            assert_eq!(limits.wall_clock, Duration::from_secs(timeout));
+            assert_eq!(limits.http, http, "{timeout} s");
+        }
+        for secs in 1..=3600 {
+            let limits = AttemptTimeout::of(Duration::from_secs(secs));
+            let margin = limits.wall_clock - limits.http;
+            assert!(margin > Duration::ZERO && margin <= AttemptTimeout::MAX_MARGIN);
+        }
+        let config = BrokerConfig::new(PathBuf::new(), String::new(), String::new());
+        assert_eq!(
+            (config.http_timeout, config.spawn.wall_clock),
+            (ms(115_000), AttemptTimeout::DEFAULT)
+        );
+        let config = config.with_attempt_timeout(Duration::from_secs(2));
+        assert_eq!(
+            (config.http_timeout, config.spawn.wall_clock),
+            (ms(1500), ms(2000))
+        );
+    }
 }

@@ -15,7 +15,8 @@ use stream_sandbox::{
 
 use crate::ALLOW_UNENFORCED_FLAG;
 
-/// How long the self-test waits for the hello.
+/// How long the self-test waits for the hello, at most: less when an
+/// attempt's wall clock is shorter, so that it refuses what an attempt would.
 const HELLO_WAIT: Duration = Duration::from_secs(20);
 
 /// Why the self-test failed. Paths, kinds and codes only.
@@ -58,21 +59,27 @@ impl SealedWorker {
 
     /// Spawns the sealed worker, reads its hello, ends it, and returns what
     /// its sandbox achieved, not yet judged (see `stream_sandbox::verify`).
-    /// Blocking.
-    pub fn self_test(&self, allow_unenforced: bool) -> Result<Enforcement, SelfTestError> {
+    /// `timeout` is an attempt's (`[provider] timeout_secs`): the hello is
+    /// awaited no longer than its wall clock. Blocking.
+    pub fn self_test(
+        &self,
+        allow_unenforced: bool,
+        timeout: Duration,
+    ) -> Result<Enforcement, SelfTestError> {
+        let wait = HELLO_WAIT.min(crate::AttemptTimeout::of(timeout).wall_clock);
         let args: Vec<&std::ffi::OsStr> = if allow_unenforced {
             vec![ALLOW_UNENFORCED_FLAG.as_ref()]
         } else {
             vec![]
         };
         let limits = SpawnLimits {
-            wall_clock: HELLO_WAIT,
+            wall_clock: wait,
             output_cap: 2 * MAX_FRAME_BYTES as u64,
             line_cap: MAX_FRAME_BYTES,
             stderr: StderrMode::Null,
         };
         let mut child = stream_sandbox::spawn_image(&self.image, &args, &limits)?;
-        let hello = match child.read_line(HELLO_WAIT) {
+        let hello = match child.read_line(wait) {
             Ok(Some(line)) => match parse_frame::<WorkerFrame>(&line) {
                 Ok(WorkerFrame::Hello(hello)) => Some(hello),
                 Ok(
@@ -91,10 +98,15 @@ impl SealedWorker {
 }
 
 /// verify-bundle: seals the worker at `path`, self-tests it and judges its
-/// sandbox report; returns the bundle id of the bytes tested. Blocking.
-pub fn verify_worker(path: &Path, allow_unenforced: bool) -> Result<Sha256Hex, SelfTestError> {
+/// sandbox report; returns the bundle id of the bytes tested. `timeout` as
+/// for [`SealedWorker::self_test`]. Blocking.
+pub fn verify_worker(
+    path: &Path,
+    allow_unenforced: bool,
+    timeout: Duration,
+) -> Result<Sha256Hex, SelfTestError> {
     let worker = SealedWorker::load(path)?;
-    let enforcement = worker.self_test(allow_unenforced)?;
+    let enforcement = worker.self_test(allow_unenforced, timeout)?;
     stream_sandbox::verify(&enforcement, allow_unenforced)?;
     Ok(worker.sha256)
 }

@@ -131,6 +131,52 @@ pub struct ProviderConfig {
     /// (default), `ollama`, `llama-cpp` or `vllm` (`docs/providers.md`).
     #[serde(default)]
     pub compat: ProviderCompat,
+    /// The wall-clock limit of one provider attempt, for slow local models
+    /// (`docs/providers.md` says how to size it).
+    #[serde(default)]
+    pub timeout_secs: TimeoutSecs,
+}
+
+/// `[provider] timeout_secs`: 1 to 3,600 seconds, 120 by default; anything
+/// else is refused while the file is read, naming the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct TimeoutSecs(u32);
+
+impl TimeoutSecs {
+    /// The bounds, in seconds.
+    pub const RANGE: std::ops::RangeInclusive<u32> = 1..=3600;
+
+    /// The limit as a duration.
+    pub fn duration(self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(self.0))
+    }
+
+    /// The limit in seconds.
+    pub fn secs(self) -> u32 {
+        self.0
+    }
+}
+
+impl Default for TimeoutSecs {
+    fn default() -> Self {
+        Self(120)
+    }
+}
+
+impl TryFrom<i64> for TimeoutSecs {
+    type Error = String;
+
+    fn try_from(secs: i64) -> Result<Self, String> {
+        match u32::try_from(secs) {
+            Ok(secs) if Self::RANGE.contains(&secs) => Ok(Self(secs)),
+            Ok(_) | Err(_) => Err(format!(
+                "provider.timeout_secs must be {} to {} (seconds), not {secs}",
+                Self::RANGE.start(),
+                Self::RANGE.end()
+            )),
+        }
+    }
 }
 
 impl ProviderConfig {
@@ -294,6 +340,7 @@ impl Default for ProviderConfig {
             model: default_model(),
             api_key_env: default_api_key_env(),
             compat: ProviderCompat::Openai,
+            timeout_secs: TimeoutSecs::default(),
         }
     }
 }
@@ -336,6 +383,7 @@ base_url = "https://api.openai.com/v1"
 model = "gpt-4.1-mini"
 api_key_env = "OPENAI_API_KEY"
 compat = "openai"                        # or "ollama", "llama-cpp", "vllm": see docs/providers.md
+timeout_secs = 120                       # one attempt's wall-clock limit (1-3600): raise for slow local models
 
 [agent]
 declaration = "declarations/telegram-conversation.v18.yaml"
@@ -417,6 +465,7 @@ mod tests {
         assert_eq!(config.store.backend, StoreBackend::Sqlite);
         assert_eq!(config.store.url_env, "THESTREAM_DATABASE_URL");
         assert_eq!(config.telegram.mode, TelegramMode::Polling);
+        assert_eq!(config.provider.timeout_secs, TimeoutSecs::default());
         assert_eq!(
             config.agent.declaration,
             Path::new("/srv/bot/declarations/telegram-conversation.v18.yaml")
@@ -484,5 +533,27 @@ mod tests {
         let err =
             Config::parse("[provider]\ncompat = \"lm-studio\"\n", Path::new("t.toml")).unwrap_err();
         assert!(err.to_string().contains("compat"), "{err}");
+    }
+
+    #[test]
+    fn provider_timeout_secs_defaults_to_120_and_is_held_to_1_to_3600() {
+        let config = Config::parse("", Path::new("t.toml")).unwrap();
+        assert_eq!(config.provider.timeout_secs.secs(), 120);
+        for secs in [1, 600, 3600] {
+            let text = format!("[provider]\ntimeout_secs = {secs}\n");
+            let config = Config::parse(&text, Path::new("t.toml")).unwrap();
+            assert_eq!(config.provider.timeout_secs.secs(), secs);
+        }
+        for bad in ["0", "3601", "-5", "4294967297", "1.5", "\"120\""] {
+            let text = format!("[provider]\ntimeout_secs = {bad}\n");
+            let err = Config::parse(&text, Path::new("t.toml")).unwrap_err();
+            assert!(err.to_string().contains("timeout_secs"), "{bad}: {err}");
+        }
+        let err = Config::parse("[provider]\ntimeout_secs = 0\n", Path::new("t.toml")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("provider.timeout_secs must be 1 to 3600"),
+            "{err}"
+        );
     }
 }

@@ -33,6 +33,18 @@ as evidence_event_ids or target_output. Never write such annotations yourself.";
 /// Marks an owner message that came with a photo.
 pub const PHOTO_ATTACHED: &str = "⟨photo attached⟩";
 
+/// Ends a reply the provider cut short at its token limit (`length`,
+/// `max_tokens`), appended by the parent's settlement
+/// ([`crate::text::ReplyText::marked_cut`]) after the model's text was
+/// neutralized: the model cannot write it, so an output's text that ends
+/// with it was cut ([`was_cut`]), and no event needs a field to say so.
+pub const CUT: &str = " ⟨cut: the reply reached its token limit⟩";
+
+/// Whether an output's text ends with the [`CUT`] marker.
+pub fn was_cut(text: &str) -> bool {
+    text.ends_with(CUT)
+}
+
 /// `text` with every annotation delimiter replaced by its visible
 /// substitute; borrowed when there is none, so that such text keeps its
 /// exact bytes.
@@ -122,6 +134,15 @@ mod tests {
                 id(3)
             )
         );
+    }
+
+    #[test]
+    fn the_cut_marker_is_an_annotation_the_model_cannot_write() {
+        assert!(CUT.starts_with(' ') && CUT.trim_start().starts_with(OPEN) && CUT.ends_with(CLOSE));
+        let forged = format!("Not cut at all.{CUT}");
+        assert!(was_cut(&forged));
+        assert!(!was_cut(&neutralize(&forged)));
+        assert!(!was_cut("A reply."));
     }
 
     #[test]

@@ -71,6 +71,19 @@ impl<const MIN: usize, const MAX: usize> BoundedText<MIN, MAX> {
     }
 }
 
+impl ReplyText {
+    /// The reply with [`crate::annotation::CUT`] appended: the one way a
+    /// reply cut at the token limit says so. A reply too long to take the
+    /// marker loses its last characters to it; the cut stays announced.
+    pub fn marked_cut(self) -> Self {
+        let marker = char_len(crate::annotation::CUT);
+        let keep = REPLY_MAX.saturating_sub(marker);
+        let mut text: String = self.0.chars().take(keep).collect();
+        text.push_str(crate::annotation::CUT);
+        Self(text)
+    }
+}
+
 impl<const MIN: usize, const MAX: usize> fmt::Debug for BoundedText<MIN, MAX> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "BoundedText<{MIN},{MAX}>(len={})", self.char_len())
@@ -91,7 +104,10 @@ impl<'de, const MIN: usize, const MAX: usize> Deserialize<'de> for BoundedText<M
 }
 
 /// A conversation reply: `conversation-text@1` allows 1–4,096 characters.
-pub type ReplyText = BoundedText<1, 4096>;
+pub type ReplyText = BoundedText<1, REPLY_MAX>;
+
+/// The longest reply, in Unicode scalar values.
+pub const REPLY_MAX: usize = 4096;
 /// `request_memory_change.proposed_text`: 1–32,768 characters.
 pub type MemoryText = BoundedText<1, 32768>;
 /// A proposal's `reason`: 1–1,000 characters.
@@ -173,6 +189,28 @@ mod tests {
     fn debug_never_shows_content() {
         let text = ReasonText::new("canary-debug-7f3a").unwrap();
         assert_eq!(format!("{text:?}"), "BoundedText<1,1000>(len=17)");
+    }
+
+    #[test]
+    fn a_cut_reply_ends_with_the_marker_and_stays_within_its_bound() {
+        use crate::annotation::{CUT, was_cut};
+        let short = ReplyText::new("The list goes on: one, two").unwrap();
+        let out = short.marked_cut();
+        assert_eq!(out.as_str(), format!("The list goes on: one, two{CUT}"));
+        assert!(was_cut(out.as_str()));
+        let room = REPLY_MAX - char_len(CUT);
+        for len in [room, room + 1, REPLY_MAX] {
+            let out = ReplyText::new("é".repeat(len)).unwrap().marked_cut();
+            assert!(
+                out.char_len() <= REPLY_MAX && was_cut(out.as_str()),
+                "{len}"
+            );
+            assert_eq!(
+                out.as_str().strip_suffix(CUT),
+                Some("é".repeat(room).as_str())
+            );
+            assert!(ReplyText::new(out.into_string()).is_ok());
+        }
     }
 
     #[test]

@@ -258,9 +258,9 @@ impl Engine {
             settings.worker.clone(),
             settings.provider.base_url.clone(),
             settings.provider.api_key_env.clone(),
-        );
+        )
+        .with_attempt_timeout(settings.provider_timeout);
         config.allow_unenforced = settings.allow_unenforced_sandbox;
-        config.http_timeout = settings.provider_timeout;
         // Serve is long-lived: keep the next attempt's worker spawned and
         // verified while idle (docs/design.md §9), made once a turn's reply
         // is out ([`Engine::prepare_spare`]), not during its settlement and

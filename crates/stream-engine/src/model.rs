@@ -354,6 +354,7 @@ impl Engine {
                         run = %facts.run_id.short(12),
                         attempt = attempts,
                         proposals = settlement.proposals().len(),
+                        truncated = completion.cut,
                         snapshot_us = stages.snapshot.as_micros() as u64,
                         attempt_us = stages.attempt.as_micros() as u64,
                         settle_us = stages.settle.as_micros() as u64,

@@ -71,6 +71,8 @@ pub struct EngineSettings {
     pub max_attempts: u32,
     /// The first retry delay; doubles per attempt.
     pub retry_backoff: Duration,
-    /// Timeout of the one provider request.
+    /// The wall-clock limit of one attempt (`[provider] timeout_secs`); the
+    /// broker derives the HTTP timeout from it
+    /// (`stream_broker::AttemptTimeout::of`).
     pub provider_timeout: Duration,
 }

@@ -4,7 +4,7 @@
 //!
 //! Each request takes the next [`Reply`] of the script (text parts, thinking,
 //! tool calls with JSON or raw invalid arguments, HTTP error statuses,
-//! delays, raw bodies) and is recorded with its path, headers and body, so a
+//! delays, raw bodies, a cut at the token limit) and is recorded with its path, headers and body, so a
 //! test can assert exactly one request per run and that the credential was
 //! added by the parent. When the script is exhausted the server answers 500.
 //!
@@ -78,6 +78,9 @@ pub struct ScriptedCompletion {
     pub thinking: Option<String>,
     /// Tool calls.
     pub calls: Vec<ScriptedCall>,
+    /// Cut short by the token limit: `finish_reason: "length"` (OpenAI),
+    /// `stop_reason: "max_tokens"` (Anthropic).
+    pub cut: bool,
 }
 
 impl ScriptedCompletion {
@@ -95,6 +98,12 @@ impl ScriptedCompletion {
             calls,
             ..Self::default()
         }
+    }
+
+    /// The same completion, cut short by the token limit.
+    pub fn cut(mut self) -> Self {
+        self.cut = true;
+        self
     }
 }
 
@@ -187,6 +196,7 @@ struct Shared {
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
     listings: Mutex<Vec<RecordedRequest>>,
+    listing_delay: Mutex<Duration>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -271,6 +281,12 @@ impl ScriptedProvider {
         lock(&self.shared.requests).clone()
     }
 
+    /// Answers each `GET /v1/models` from now on after `delay` (a slow
+    /// server, for `doctor`).
+    pub fn delay_model_listings(&self, delay: Duration) {
+        *lock(&self.shared.listing_delay) = delay;
+    }
+
     /// Every `GET /v1/models` received so far (kept apart from
     /// [`Self::requests`]: listing models spends no tokens and is no run).
     pub fn model_listings(&self) -> Vec<RecordedRequest> {
@@ -309,6 +325,10 @@ async fn models(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap)
         headers: header_pairs(&headers),
         body: Vec::new(),
     });
+    let delay = *lock(&shared.listing_delay);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let body = json!({"object": "list", "data": [{"id": "loopback-model", "object": "model"}]});
     (
         StatusCode::OK,
@@ -405,10 +425,10 @@ fn render_openai(c: &ScriptedCompletion, model: &Value, n: usize) -> String {
                 .collect(),
         );
     }
-    let finish = if c.calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
+    let finish = match (c.cut, c.calls.is_empty()) {
+        (true, _) => "length",
+        (false, true) => "stop",
+        (false, false) => "tool_calls",
     };
     json!({
         "id": format!("chatcmpl-scripted-{n}"),
@@ -437,10 +457,10 @@ fn render_anthropic(c: &ScriptedCompletion, model: &Value, n: usize) -> String {
         };
         content.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
     }
-    let stop = if c.calls.is_empty() {
-        "end_turn"
-    } else {
-        "tool_use"
+    let stop = match (c.cut, c.calls.is_empty()) {
+        (true, _) => "max_tokens",
+        (false, true) => "end_turn",
+        (false, false) => "tool_use",
     };
     json!({
         "id": format!("msg_scripted_{n}"),

@@ -136,6 +136,9 @@ pub struct ValidatedCompletion {
     pub thinking: ThinkingMarker,
     /// Proposals in call order, at most one per kind.
     pub proposals: Vec<ValidatedProposal>,
+    /// The provider cut the reply at its token limit (`length`,
+    /// `max_tokens`): the delivered text ends with the cut marker.
+    pub cut: bool,
 }
 
 /// The events and rows of one successful run, ready to commit.
@@ -151,9 +154,11 @@ pub struct Settlement {
 
 impl Settlement {
     /// Assembles the settlement of a model run. Visible text is kept as the
-    /// reply with nothing appended, its annotation delimiters neutralized
-    /// (so the stored, sent and replayed texts are the same bytes); a
-    /// tool-only completion gets the fixed acknowledgment.
+    /// reply, its annotation delimiters neutralized (so the stored, sent and
+    /// replayed texts are the same bytes); a tool-only completion gets the
+    /// fixed acknowledgment. Nothing is appended but the cut marker, to
+    /// either, when the provider cut the reply at its token limit
+    /// (`ReplyText::marked_cut`): stored, sent and shown alike.
     pub fn assemble(
         facts: &RunFacts,
         completion: &ValidatedCompletion,
@@ -171,6 +176,11 @@ impl Settlement {
                     TextOrigin::Acknowledgment,
                 )
             }
+        };
+        let text = if completion.cut {
+            text.marked_cut()
+        } else {
+            text
         };
         let source = facts.agent_source()?;
         let output = output_event(facts, &source, text, origin, completion.thinking)?;

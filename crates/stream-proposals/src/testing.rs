@@ -131,6 +131,7 @@ impl Base {
             text: text.map(|t| BoundedText::new(t).unwrap()),
             thinking: ThinkingMarker::None,
             proposals: propose(&snapshot),
+            cut: false,
         };
         let settlement =
             Settlement::assemble(&facts(trigger, Some(snapshot_id)), &completion).unwrap();

@@ -20,7 +20,7 @@ use stream_declarations::args::{
     ArgsProblem, MAX_ARGUMENTS_BYTES, TargetOutput, ToolArgs, parse_arguments,
 };
 use stream_protocol::{Completion, MAX_CALLS, WorkerResult};
-use stream_provider::{ParsedCompletion, ToolArguments, parse_response};
+use stream_provider::{FinishReason, ParsedCompletion, ToolArguments, parse_response};
 
 use crate::settle::{ValidatedCompletion, ValidatedProposal};
 
@@ -228,10 +228,22 @@ fn judge(
     } else {
         ThinkingMarker::None
     };
+    // The parent's own reading of why generation stopped, never the worker's.
+    let cut = match parsed.finish {
+        Some(FinishReason::Length) => true,
+        Some(
+            FinishReason::Stop
+            | FinishReason::ToolCalls
+            | FinishReason::ContentFilter
+            | FinishReason::Other,
+        )
+        | None => false,
+    };
     Ok(ValidatedCompletion {
         text,
         thinking,
         proposals,
+        cut,
     })
 }
 

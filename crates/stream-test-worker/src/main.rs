@@ -93,6 +93,11 @@ fn misbehave(mode: &str, mut report: stream_sandbox::Enforcement) -> u8 {
         return 1;
     }
     let mut input = std::io::stdin().lock();
+    if mode == "silent" {
+        // No hello at all, until stdin closes: only the parent's wait ends it.
+        let _ = std::io::Read::read(&mut input, &mut [0u8; 1]);
+        return 1;
+    }
     if mode == "exit-1-after-result" || mode == "not-a-fork-server" {
         let served = stream_worker::serve(&mut input, &mut out, report);
         let _ = out.flush();

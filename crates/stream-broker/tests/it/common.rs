@@ -40,6 +40,7 @@ fn setup() -> &'static Setup {
         let test_worker = stream_testkit::bin::binary("stream-test-worker").unwrap();
         for mode in [
             "garbage-hello",
+            "silent",
             "unsandboxed",
             "garbage-request",
             "result-before-request",

@@ -107,6 +107,7 @@ fn text_and_tool_completion_is_captured() {
                 cor(),
                 ScriptedCall::json("call_focus", "propose_focus", focus_args("Weekly review.")),
             ],
+            cut: false,
         };
         let c = completed(one(api, &p, Reply::completion(reply)));
         assert_eq!(

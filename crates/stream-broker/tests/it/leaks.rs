@@ -29,6 +29,7 @@ fn canaries_in_arguments_never_reach_logs_or_errors() {
                     "request_memory_change",
                     memory_args(args_canary.as_str()),
                 )],
+                cut: false,
             }),
             // Rejected: malformed, invalid JSON, oversized.
             Reply::completion(ScriptedCompletion::calls(vec![ScriptedCall::json(

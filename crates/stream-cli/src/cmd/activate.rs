@@ -112,6 +112,7 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
     let options = ActivationOptions {
         worker: settings.worker.clone(),
         allow_unenforced_sandbox: settings.allow_unenforced_sandbox,
+        provider_timeout: settings.provider_timeout,
         ingress,
         notice_chat,
         stop_timeout: STOP_TIMEOUT,

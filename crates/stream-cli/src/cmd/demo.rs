@@ -110,6 +110,7 @@ pub fn run(args: Args) -> CmdResult {
             "submit_correction",
             json!({"target_output": "latest", "replacement": "The capital of Australia is Canberra.", "reason": "Sydney is the largest city, not the capital.", "evidence_event_ids": []}),
         )],
+        cut: false,
     }));
     demo.drain()?;
 

@@ -7,7 +7,7 @@
 //! they report what the sandbox achieves, not what the kernel advertises.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use serde::Serialize;
@@ -15,7 +15,7 @@ use stream_broker::ProbeError;
 use stream_sandbox::{Enforcement, LandlockStatus, SeccompStatus};
 
 use crate::Ctx;
-use crate::config::{Config, TelegramMode};
+use crate::config::{Config, TelegramMode, TimeoutSecs};
 use crate::exit::{CmdResult, Failure};
 
 /// `doctor` arguments.
@@ -201,7 +201,7 @@ fn sandbox(config: &Config) -> Vec<Check> {
     let bundle = sealed.sha256();
     // The report is asked for even when something is not enforced, so that
     // each feature gets its own verdict; the worker verdict is `verify`'s.
-    let enforcement = match sealed.self_test(true) {
+    let enforcement = match sealed.self_test(true, config.provider.timeout_secs.duration()) {
         Ok(enforcement) => enforcement,
         Err(e) => {
             return vec![fail(
@@ -387,6 +387,25 @@ fn user_namespaces(e: &Enforcement) -> Check {
     )
 }
 
+/// A duration as doctor prints it: seconds with 2 decimals.
+fn seconds(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+/// The warning a provider check carries when its request took more than
+/// half of `timeout_secs` (the check still passes): a turn, which also
+/// evaluates the prompt and generates, takes longer than a model listing.
+fn slow_warning(took: Duration, timeout: TimeoutSecs) -> String {
+    if took > timeout.duration() / 2 {
+        format!(
+            "; warning: over half of provider.timeout_secs ({} s): a turn takes longer still, raise it (docs/providers.md)",
+            timeout.secs()
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// Each secret variable the config names: set or not, by NAME only.
 fn secrets(config: &Config) -> Check {
     let mut names = vec![config.telegram.bot_token_env.as_str()];
@@ -472,21 +491,33 @@ async fn provider(config: &Config) -> Check {
             "use \"openai-chat\" or \"anthropic-messages\"",
         );
     };
-    let mut broker_config = stream_broker::BrokerConfig::new(
+    let timeout = config.provider.timeout_secs;
+    // Bounded as an attempt's request is, by `timeout_secs`.
+    let broker_config = stream_broker::BrokerConfig::new(
         std::path::PathBuf::new(),
         config.provider.base_url.clone(),
         config.provider.api_key_env.clone(),
-    );
-    broker_config.http_timeout = Duration::from_secs(10);
+    )
+    .with_attempt_timeout(timeout.duration());
     // The worker is not needed to ask for the model list (the worker check
     // is separate): the probe never reads `broker_config.worker`.
-    match stream_broker::list_models(&broker_config, api).await {
+    let started = Instant::now();
+    let listed = stream_broker::list_models(&broker_config, api).await;
+    let took = started.elapsed();
+    match listed {
         Err(ProbeError::Setup(e)) => fail(
             "provider",
             e,
             "export the named key, or set api_key_env = \"\" for a keyless local server",
         ),
-        Ok(status @ 200..=299) => ok("provider", format!("GET models answered {status}")),
+        Ok(status @ 200..=299) => ok(
+            "provider",
+            format!(
+                "GET models answered {status} in {}{}",
+                seconds(took),
+                slow_warning(took, timeout)
+            ),
+        ),
         Ok(status @ (401 | 403)) => fail(
             "provider",
             format!("GET models answered {status}"),

@@ -96,7 +96,7 @@ pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
         allow_unenforced_sandbox: config.sandbox.allow_unenforced,
         max_attempts: 3,
         retry_backoff: Duration::from_millis(500),
-        provider_timeout: Duration::from_secs(120),
+        provider_timeout: config.provider.timeout_secs.duration(),
     })
 }
 

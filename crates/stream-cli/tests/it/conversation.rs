@@ -172,6 +172,7 @@ fn text_plus_tools_keeps_the_text_and_appends_nothing() {
             "latest",
             "Canberra is the capital of Australia.",
         )],
+        cut: false,
     }));
     drain(&s);
     assert_eq!(s.sent_texts()[1], "You're right — Canberra is the capital.");

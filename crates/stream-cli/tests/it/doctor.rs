@@ -67,6 +67,11 @@ fn doctor_is_all_ok_against_the_loopback_fakes_and_spends_no_tokens() {
         }
         assert!(verdict(&ran, "telegram").1.contains("@thestream_test_bot"));
         assert!(verdict(&ran, "worker").1.contains("sha256 "));
+        let provider = verdict(&ran, "provider").1;
+        assert!(
+            provider.contains("answered 200 in ") && !provider.contains("warning"),
+            "{provider}"
+        );
         // One model listing with the parent's credential, no completion.
         assert!(stack.provider.requests().is_empty(), "{api:?}");
         let listings = stack.provider.model_listings();
@@ -167,5 +172,36 @@ fn doctor_with_the_provider_down_fails_the_provider_check() {
     let (ok, detail) = verdict(&ran, "provider");
     assert!(!ok && detail.contains("unreachable"), "{detail}");
     assert!(verdict(&ran, "telegram").0);
+    assert_no_secret(&ran);
+}
+
+/// A provider request that takes more than half of `timeout_secs` is
+/// warned about on the provider line; the check passes and doctor exits 0.
+#[test]
+fn a_provider_slower_than_half_of_timeout_secs_is_warned_about() {
+    let stack = stack(ProviderApi::OpenaiChat);
+    edit_config(&stack, "timeout_secs = 120", "timeout_secs = 1");
+    stack
+        .provider
+        .delay_model_listings(std::time::Duration::from_millis(600));
+    let ran = stack.run(&["doctor", "--json"]).unwrap();
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+    let (ok, detail) = verdict(&ran, "provider");
+    assert!(ok, "{detail}");
+    assert!(
+        detail.contains("warning: over half of provider.timeout_secs (1 s)"),
+        "{detail}"
+    );
+    let human = stack.run(&["doctor"]).unwrap();
+    assert_eq!(human.code, 0, "{}", human.stdout);
+    let line = human
+        .stdout
+        .lines()
+        .find(|l| l.contains("provider"))
+        .unwrap();
+    assert!(
+        line.starts_with("ok ") && line.contains("warning"),
+        "{line}"
+    );
     assert_no_secret(&ran);
 }

@@ -29,4 +29,5 @@ mod repo;
 mod review;
 mod review_terminal;
 mod signed_decisions;
+mod slow_models;
 mod telegram_menu;

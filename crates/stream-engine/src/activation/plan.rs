@@ -96,6 +96,9 @@ pub struct ActivationOptions {
     pub worker: PathBuf,
     /// Development only: accept a worker whose sandbox is not enforced.
     pub allow_unenforced_sandbox: bool,
+    /// An attempt's timeout (`[provider] timeout_secs`): the self-test
+    /// waits for the hello no longer than an attempt's worker would.
+    pub provider_timeout: std::time::Duration,
     /// Ingress mode.
     pub ingress: IngressPlan,
     /// The owner chat the help notice goes to; `None` skips it.

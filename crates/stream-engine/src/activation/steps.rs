@@ -227,8 +227,12 @@ impl Run<'_> {
         if self.skip(kind, on_step)? {
             return Ok(());
         }
-        let bundle =
-            verify_bundle(&self.options.worker, self.options.allow_unenforced_sandbox).await?;
+        let bundle = verify_bundle(
+            &self.options.worker,
+            self.options.allow_unenforced_sandbox,
+            self.options.provider_timeout,
+        )
+        .await?;
         let detail = format!("worker bundle {}, sandbox enforced", bundle.short(12));
         self.bundle = Some(bundle);
         self.record(kind, detail, on_step)

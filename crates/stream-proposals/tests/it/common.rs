@@ -81,5 +81,6 @@ pub fn completion(text: Option<&str>, proposals: Vec<ValidatedProposal>) -> Vali
         text: text.map(|t| BoundedText::new(t).unwrap()),
         thinking: ThinkingMarker::Redacted,
         proposals,
+        cut: false,
     }
 }
