@@ -14,7 +14,7 @@ use stream_core::terminal::{
 };
 use stream_memory::review::{LogEntry, ReviewError, add_memory_diff, memory_log};
 use stream_proposals::review::{
-    Depth, DiffLine, ProposalShow, ProposalView, Resolved, candidates, get, list, marker,
+    Depth, DiffLine, ProposalShow, ProposalView, Resolved, age, candidates, get, list, marker,
     resolve_prefix, show,
 };
 use stream_store::Read;
@@ -116,17 +116,6 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or_default()
-}
-
-/// "12 s", "3 min", "5 h", "2 d".
-pub fn age(now_ms: i64, then_ms: i64) -> String {
-    let s = (now_ms - then_ms).max(0) / 1000;
-    match s {
-        0..60 => format!("{s} s"),
-        60..3_600 => format!("{} min", s / 60),
-        3_600..86_400 => format!("{} h", s / 3_600),
-        _ => format!("{} d", s / 86_400),
-    }
 }
 
 fn json_out<T: serde::Serialize>(value: &T) -> CmdResult {

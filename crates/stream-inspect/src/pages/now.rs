@@ -3,7 +3,7 @@
 use maud::{Markup, html};
 use stream_core::payload::RunFailed;
 use stream_core::{Payload as _, SourceName};
-use stream_proposals::review::{State, list, rfc3339};
+use stream_proposals::review::{State, age, list, rfc3339};
 use stream_store::{EventQuery, PositionedEvent};
 
 use crate::html::{Nav, page};
@@ -72,17 +72,6 @@ pub fn gather(
 
 fn thousands(n: u64) -> String {
     stream_core::terminal::thousands(usize::try_from(n).unwrap_or(usize::MAX))
-}
-
-/// "12 s", "3 min", "5 h", "2 d".
-fn age(now_ms: i64, then_ms: i64) -> String {
-    let s = (now_ms - then_ms).max(0) / 1000;
-    match s {
-        0..60 => format!("{s} s"),
-        60..3_600 => format!("{} min", s / 60),
-        3_600..86_400 => format!("{} h", s / 3_600),
-        _ => format!("{} d", s / 86_400),
-    }
 }
 
 /// The page.

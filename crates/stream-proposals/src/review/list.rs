@@ -216,6 +216,18 @@ pub fn decision_id(proposal: &EventId) -> Option<EventId> {
     .ok()
 }
 
+/// How long ago `then_ms` was at `now_ms`: "12 s", "3 min", "5 h", "2 d"
+/// (the list's age column and the inspector's oldest pending proposal).
+pub fn age(now_ms: i64, then_ms: i64) -> String {
+    let s = (now_ms - then_ms).max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3_600 => format!("{} min", s / 60),
+        3_600..86_400 => format!("{} h", s / 3_600),
+        _ => format!("{} d", s / 86_400),
+    }
+}
+
 /// RFC 3339 of a store timestamp.
 pub fn rfc3339(ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)

@@ -15,7 +15,7 @@ pub mod show;
 
 pub use evidence::{Evidence, EvidenceKind};
 pub use list::{
-    CANDIDATES_SHOWN, Depth, Flag, Outcome, ProposalView, Resolved, State, candidates,
+    CANDIDATES_SHOWN, Depth, Flag, Outcome, ProposalView, Resolved, State, age, candidates,
     current_version, decision_id, get, is_stale, list, proposal_events, resolve_prefix, rfc3339,
 };
 pub use redact::marker;
