@@ -101,6 +101,10 @@ fn nothing_points_outside_the_repository() {
     }
     for entry in std::fs::read_dir(root().join("docs")).unwrap() {
         let path = entry.unwrap().path();
+        // docs/inspector holds the screenshots, not text.
+        if path.is_dir() {
+            continue;
+        }
         texts.push((path.clone(), std::fs::read_to_string(path).unwrap()));
     }
     let outside = ["../", "shared/"].concat();
