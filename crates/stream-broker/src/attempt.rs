@@ -525,6 +525,17 @@ async fn run_inner(
             return Err(e);
         }
     };
+    if status >= 400 {
+        // Not model text: the provider's words about our request, bounded
+        // and escaped (`stream_provider::provider_words` says why).
+        tracing::warn!(
+            run = packet.run_id.short(12),
+            attempt = packet.attempt,
+            status,
+            provider_says = %stream_provider::provider_words(&response_body),
+            "provider refused the request"
+        );
+    }
     let body_for_worker = response_body.clone();
     let (result, worker) = blocking(move || finish(session, status, &body_for_worker))
         .await

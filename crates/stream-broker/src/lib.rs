@@ -312,7 +312,28 @@ pub async fn list_models(config: &BrokerConfig, api: ProviderApi) -> Result<u16,
     Ok(http::list_models(&client, &config.base_url, api, key.as_ref()).await?)
 }
 
-/// Why [`list_models`] got no status.
+/// Sends `packet`'s request, built as an attempt's is
+/// (`stream_provider::build_request`), straight to the provider (`doctor`'s
+/// check that a local server accepts the real tool schemas): no worker, no
+/// run. Spends the packet's few output tokens. Returns status and body.
+pub async fn chat_probe(
+    config: &BrokerConfig,
+    packet: &stream_protocol::Packet,
+) -> Result<(u16, String), ProbeError> {
+    let key = http::credential(&config.api_key_env)?;
+    let client = http::client(config.http_timeout)?;
+    let body = stream_provider::request_body(packet).map_err(AttemptError::from)?;
+    Ok(http::perform(
+        &client,
+        &config.base_url,
+        packet.provider.api,
+        key.as_ref(),
+        body,
+    )
+    .await?)
+}
+
+/// Why [`list_models`] or [`chat_probe`] got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     /// No client, or no key in the named variable.

@@ -17,7 +17,7 @@ use stream_declarations::tool_def;
 use stream_memory::scan::{ScanLimits, scan_with_limits};
 use stream_proposals::settle::{FailedAttempt, RunFacts, Settlement, ValidatedCompletion, commit};
 use stream_proposals::validate::{AttemptEvidence, validate_completion};
-use stream_provider::status_reason;
+use stream_provider::{response_reason, status_reason};
 use stream_store::{RunRow, RunStatus};
 
 use crate::engine::{Engine, EngineError, Settled, StageTimes};
@@ -51,8 +51,9 @@ struct Failure {
 }
 
 /// The parent's verdict on one attempt, from what it saw itself; the one
-/// home of the retry rule. A non-2xx status is judged by
-/// `stream_provider::status_reason`; once the provider answered 2xx, no
+/// home of the retry rule. A non-2xx answer is judged by
+/// `stream_provider::response_reason` (a 5xx saying the request itself is
+/// unsupported is final); once the provider answered 2xx, no
 /// failure is retryable, whatever the worker reported or however it ended,
 /// so a worker can never cause a second provider request.
 fn verdict(
@@ -64,7 +65,7 @@ fn verdict(
         retryable: reason.is_transient(),
     };
     match attempted {
-        Ok(report) => match status_reason(report.status) {
+        Ok(report) => match response_reason(report.status, &report.body) {
             Some(reason) => Err(transient_or_final(reason)),
             None => validate(&report).map_err(|reason| Failure {
                 reason,

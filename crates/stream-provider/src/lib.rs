@@ -14,7 +14,10 @@
 //! either parsed or marked as not JSON, usage and the finish reason. Provider
 //! error bodies yield only a sanitized error code ([`parse_error_body`]).
 //!
-//! [`status_reason`] is the one rule from an HTTP status to a failure reason.
+//! [`status_reason`] is the one rule from an HTTP status to a failure reason;
+//! [`response_reason`] refines it by the known "request unsupported"
+//! messages ([`unsupported_request`]), and [`provider_words`] is the bounded,
+//! escaped form in which an error body may be logged or shown.
 //!
 //! This crate does no I/O, holds no credentials and knows no URLs beyond the
 //! path each wire format posts to ([`endpoint_path`]). It does not validate
@@ -28,6 +31,7 @@ mod history;
 pub mod openai;
 mod parsed;
 mod status;
+mod words;
 
 pub use history::BuildError;
 pub use parsed::{
@@ -35,6 +39,9 @@ pub use parsed::{
     Usage,
 };
 pub use status::status_reason;
+pub use words::{
+    MAX_PROVIDER_WORDS_CHARS, Unsupported, provider_words, response_reason, unsupported_request,
+};
 
 use stream_core::payload::ProviderApi;
 use stream_protocol::Packet;

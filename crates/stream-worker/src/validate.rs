@@ -189,7 +189,7 @@ impl<'p> PreparedPacket<'p> {
 
 /// The worker's result for the provider's answer: status, parse, capture rules.
 pub fn evaluate_response(prepared: &PreparedPacket<'_>, response: &BrokerResponse) -> WorkerResult {
-    if let Some(reason) = stream_provider::status_reason(response.status) {
+    if let Some(reason) = stream_provider::response_reason(response.status, &response.body) {
         return WorkerResult::Rejected { reason };
     }
     if response.body.len() > MAX_PROVIDER_BODY_BYTES {

@@ -15,6 +15,9 @@ fn canaries_in_arguments_never_reach_logs_or_errors() {
     let args_canary = Canary::new("tool-args");
     let text_canary = Canary::new("visible-text");
     let thinking_canary = Canary::new("thinking");
+    // A provider that echoes the request in its error: the accepted
+    // residual risk (docs/providers.md), bounded to the refusal's log line.
+    let echo_canary = Canary::new("echoed");
     let mut rendered = String::new();
     for api in [ProviderApi::OpenaiChat, ProviderApi::AnthropicMessages] {
         let mut with_extra = memory_args(args_canary.as_str());
@@ -50,7 +53,7 @@ fn canaries_in_arguments_never_reach_logs_or_errors() {
             Reply::raw(
                 400,
                 format!(
-                    "{{\"error\": {{\"message\": \"{args_canary}\", \"type\": \"invalid_request_error\"}}}}"
+                    "{{\"error\": {{\"message\": \"{echo_canary}\", \"type\": \"invalid_request_error\"}}}}"
                 ),
             ),
         ];
@@ -89,6 +92,20 @@ fn canaries_in_arguments_never_reach_logs_or_errors() {
         logs().contains("provider attempt"),
         "the attempts were logged"
     );
+    assert_no_leak(
+        std::slice::from_ref(&echo_canary),
+        &rendered,
+        "attempt reports and errors",
+    );
+    let echoed: Vec<String> = logs()
+        .lines()
+        .filter(|l| echo_canary.found_in(l))
+        .map(str::to_owned)
+        .collect();
+    assert!(!echoed.is_empty(), "the refusal's words were logged");
+    for line in echoed {
+        assert!(line.contains("provider refused the request"), "{line}");
+    }
 }
 
 #[test]

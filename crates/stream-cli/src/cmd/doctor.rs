@@ -2,7 +2,9 @@
 //!
 //! One line per check, `ok` or `FAIL` with a one-line hint (docs/design.md
 //! §19). Secrets are reported by variable NAME only; the Telegram check is
-//! one `getMe`, the provider check one `GET …/models` (no tokens, no run).
+//! one `getMe`, the provider check one `GET …/models` (no tokens, no run)
+//! and, for a local server only, one tiny chat request with the tool schemas
+//! (`chat`).
 //! The kernel checks come from a real sandboxed self-test of the worker, so
 //! they report what the sandbox achieves, not what the kernel advertises.
 
@@ -15,6 +17,8 @@ use stream_broker::ProbeError;
 use stream_sandbox::{Enforcement, LandlockStatus, SeccompStatus};
 
 use crate::Ctx;
+
+mod chat;
 use crate::config::{Config, TelegramMode, TimeoutSecs};
 use crate::exit::{CmdResult, Failure};
 
@@ -510,14 +514,20 @@ async fn provider(config: &Config) -> Check {
             e,
             "export the named key, or set api_key_env = \"\" for a keyless local server",
         ),
-        Ok(status @ 200..=299) => ok(
-            "provider",
-            format!(
+        Ok(status @ 200..=299) => {
+            let listed = format!(
                 "GET models answered {status} in {}{}",
                 seconds(took),
                 slow_warning(took, timeout)
-            ),
-        ),
+            );
+            match chat::check(config, api, &broker_config).await {
+                None => ok("provider", listed),
+                Some(Check {
+                    ok: true, detail, ..
+                }) => ok("provider", format!("{listed}; {detail}")),
+                Some(failed) => failed,
+            }
+        }
         Ok(status @ (401 | 403)) => fail(
             "provider",
             format!("GET models answered {status}"),

@@ -25,6 +25,7 @@ mod memory_decisions;
 mod pair;
 mod postgres;
 mod private_store;
+mod provider_words;
 mod repo;
 mod review;
 mod review_terminal;
