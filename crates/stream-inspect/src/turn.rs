@@ -234,7 +234,8 @@ fn request(r: &Result<Request, &'static str>) -> Markup {
     }
 }
 
-fn origin(o: TextOrigin) -> &'static str {
+/// Who wrote a reply's text, in words.
+pub(crate) fn origin(o: TextOrigin) -> &'static str {
     match o {
         TextOrigin::Model => "the model",
         TextOrigin::Acknowledgment => "the parent's fixed acknowledgment",

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use maud::{Markup, html};
 use stream_core::payload::{
-    DeliveryReceipt, JudgmentRecorded, MessageObservation, MessageReceived,
+    DeliveryReceipt, JudgmentRecorded, MessageObservation, MessageReceived, TextOrigin,
 };
 use stream_core::{EventId, Payload as _, StoredEvent};
 use stream_store::{EventQuery, Read};
@@ -144,6 +144,9 @@ pub fn render(c: &Conversation) -> Markup {
                     section.reply {
                         h3 { "reply · turn " (id_link("/turns/", r.payload.run_id.as_str()))
                             " · output " code { (r.output.id().short(12)) }
+                            @if r.payload.origin != TextOrigin::Model {
+                                " · written by " (crate::turn::origin(r.payload.origin))
+                            }
                             @match &r.receipt {
                                 Some(receipt) => { " · delivered as telegram message " (receipt.message_id) }
                                 None => { " · " span.badge.pending { "not delivered yet" } }
