@@ -10,12 +10,12 @@
 //!   annotation: private, its effective text as the model saw it; external,
 //!   the text originally delivered, or the replacement of an externally
 //!   eligible judgment when that is what the model saw — never an accepted
-//!   self-correction, which is private (issue 12);
+//!   self-correction, which is private;
 //! - an earlier reply the parent wrote ([`parent_written`]: a proposal's
 //!   acknowledgment, a deterministic reply) is left out with the owner
 //!   message it answered and the owner's `/correct` of it: its call is not
 //!   in the example (proposals never are), so keeping "I saved that…" would
-//!   teach a claim without the call (issue 43);
+//!   teach a claim without the call;
 //! - the trigger, then the judged replacement as the assistant turn.
 //!
 //! Ids stay in `provenance` only: an annotated assistant turn would teach

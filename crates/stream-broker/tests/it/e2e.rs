@@ -356,18 +356,6 @@ fn a_missing_credential_fails_before_anything_runs() {
 }
 
 #[test]
-fn the_worker_flag_matches_the_brokers() {
-    assert_eq!(
-        stream_broker::ALLOW_UNENFORCED_FLAG,
-        stream_worker::ALLOW_UNENFORCED_FLAG
-    );
-    assert_eq!(
-        stream_broker::FORK_SERVER_FLAG,
-        stream_worker::FORK_SERVER_FLAG
-    );
-}
-
-#[test]
 fn the_shipped_tool_schemas_work_inside_the_sandbox() {
     // The declarations crate's manifest (what production packets carry):
     // its schemas compile in the sandboxed worker, valid calls are captured,

@@ -126,7 +126,7 @@ pub fn run(args: Args) -> CmdResult {
     println!("initialized {}", args.dir.display());
     println!("public key: {}", key.key_id());
     println!(
-        "next: set telegram.owner_user_id in thestream.toml, export the token and API key variables it names, then run `thestream serve`"
+        "next: export the token and API key variables thestream.toml names, run `thestream pair` to set telegram.owner_user_id from a message you send the bot, then run `thestream serve`"
     );
     Ok(())
 }
