@@ -75,6 +75,7 @@
 mod compose;
 mod decide;
 mod error;
+mod identity;
 mod outcome;
 mod pending;
 mod revalidate;
@@ -101,6 +102,7 @@ use crate::lock::RootLock;
 pub use compose::{compose, normalize_newlines};
 pub use decide::{DecidedAndMaterialized, decide_and_materialize};
 pub use error::MaterializeError;
+pub use identity::ROOT_IDENTITY_CONTROL;
 pub use outcome::{MaterializeOutcome, Recorded};
 pub use pending::{PendingReport, materialize_pending};
 pub use root::lock_name;

@@ -15,6 +15,7 @@ use stream_store::{Read, Store, Tx, VersionRow};
 use super::MaterializeConfig;
 use super::compose::compose;
 use super::error::{Stop, fail};
+use super::identity;
 use super::outcome::Trusted;
 use super::root::{Renamed, Root, Temporary};
 use super::verify::verify_new_version;
@@ -60,6 +61,8 @@ pub(super) struct Written {
     base: VersionRow,
     new: Hashed,
     new_version: VersionId,
+    /// The configured root's identity, recorded with the first receipt.
+    identity: String,
 }
 
 /// Step 4 done and step 5's file durable, short of the rename: what may be
@@ -158,6 +161,9 @@ pub(super) fn stage(
     if new_bytes.len() as u64 > config.max_bytes {
         return fail(F::Size);
     }
+    // `memory.md` holds the base or the new bytes, both carrying this id:
+    // the configured root's identity, checked before anything is written.
+    identity::admit(store, old_fm.id(), &trusted.decision).map_err(Stop::Abort)?;
 
     let file = match on_disk {
         OnDisk::Base => StagedFile::Temporary(root.stage_memory(new_bytes, held.lock)?),
@@ -176,6 +182,7 @@ pub(super) fn stage(
             base: base.row,
             new,
             new_version,
+            identity: old_fm.id().to_owned(),
         },
         base: base.bytes.into_bytes(),
         file,
@@ -211,7 +218,9 @@ pub(super) fn scan_and_verify(
         base,
         new,
         new_version,
+        identity,
     } = written;
+    identity::record_in(tx, &identity, &trusted.decision).map_err(Stop::Abort)?;
     let file_event_id = verify_new_version(&*tx, &config.source, &base, &new, &new_version)?;
     Ok(MemoryChangeMaterialized {
         proposal_event_id: trusted.proposal.clone(),
