@@ -3,7 +3,6 @@
 //! written); an append keeps a CRLF base's bytes, and `proposal-show`
 //! shows exactly what is written.
 
-use stream_core::Payload;
 use stream_core::payload::{MaterializationFailed, MemoryChangeMaterialized, MemoryOperation};
 
 use crate::memory_decisions::{Scene, no_leak};
