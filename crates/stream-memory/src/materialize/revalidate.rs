@@ -134,6 +134,13 @@ pub(super) fn stage(
         // Replaced since the lock was named after it.
         return fail(F::Path);
     }
+    // Another root is refused before its scan moves the store's pointer:
+    // by its `memory.md`'s id when that reads (else the checks below
+    // refuse it; the check after them is the one that must pass).
+    let early = root.read_memory(read_cap(base.bytes.bytes(), new.bytes()));
+    if let Some(fm) = early.ok().and_then(|d| frontmatter::parse_bytes(&d).ok()) {
+        identity::admit(store, fm.id(), &trusted.decision).map_err(Stop::Abort)?;
+    }
     // The file holds the base, or (after a crash) the new bytes: both hashed.
     scan_root(store, config, &[base.bytes.borrowed(), new.borrowed()])?;
     let pointer = match store.document(&target.document_id)? {

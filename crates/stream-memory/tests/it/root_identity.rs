@@ -4,6 +4,8 @@
 //! written to it.
 
 use serde_json::json;
+use stream_core::SourceName;
+use stream_core::ids::derive_document_id;
 use stream_core::payload::{Disposition, MemoryOperation};
 use stream_memory::materialize::{MaterializeError, MaterializeOutcome, ROOT_IDENTITY_CONTROL};
 use stream_store::Read;
@@ -61,6 +63,19 @@ fn a_second_root_is_refused_naming_both_ids_and_the_first_still_works() {
         1,
         "no temporary left"
     );
+    assert_eq!(mem.outcomes().len(), outcomes, "nothing recorded");
+
+    // Edited by hand since: still this refusal, not a `stale-base` outcome,
+    // and the store's pointer is not moved to the edit.
+    let doc = derive_document_id(SourceName::CONTEXT, "memory.md").unwrap();
+    let current = || mem.w.store.document(&doc).unwrap().unwrap().current_version;
+    let pointer = current();
+    std::fs::write(root_b.join("memory.md"), format!("{OTHER}by hand\n")).unwrap();
+    assert!(matches!(
+        mem.run(&decision),
+        Err(MaterializeError::RootMismatch { .. })
+    ));
+    assert_eq!(current(), pointer);
     assert_eq!(mem.outcomes().len(), outcomes, "nothing recorded");
 
     // The first root again: its next decision materializes.
