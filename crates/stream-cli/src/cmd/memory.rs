@@ -58,9 +58,9 @@ pub fn error_failure(e: MaterializeError) -> Failure {
         MaterializeError::Decision(p) => super::proposals::project_failure(p),
         MaterializeError::Lock(LockError::Held { .. }) => Failure::Conflict(e.into()),
         MaterializeError::Store(s) => s.into(),
-        MaterializeError::NotAMemoryDecision { .. } | MaterializeError::OutcomeInvalid { .. } => {
-            Failure::usage(e)
-        }
+        MaterializeError::NotAMemoryDecision { .. }
+        | MaterializeError::OutcomeInvalid { .. }
+        | MaterializeError::RootMismatch { .. } => Failure::usage(e),
         MaterializeError::Lock(
             LockError::Malformed
             | LockError::Replaced
@@ -68,6 +68,7 @@ pub fn error_failure(e: MaterializeError) -> Failure {
             | LockError::Identity
             | LockError::Io(_),
         )
+        | MaterializeError::RootIdentityInvalid { .. }
         | MaterializeError::Build { .. } => Failure::runtime(e),
     }
 }

@@ -22,6 +22,7 @@ mod full_disk;
 mod inspect;
 mod live;
 mod memory_decisions;
+mod memory_root;
 mod pair;
 mod postgres;
 mod private_store;

@@ -47,7 +47,7 @@ impl Scene {
         scene
     }
 
-    fn memory_path(&self) -> PathBuf {
+    pub(crate) fn memory_path(&self) -> PathBuf {
         self.home.path().join("context/memory.md")
     }
 
@@ -83,7 +83,7 @@ impl Scene {
     }
 
     /// A new run whose one proposal is this memory change.
-    fn propose(&mut self, operation: MemoryOperation, text: &str) -> EventId {
+    pub(crate) fn propose(&mut self, operation: MemoryOperation, text: &str) -> EventId {
         let trigger = self.w.base.message("Please remember this.");
         let (settlement, _) = self.w.base.settle_run(&trigger, Some("Noted."), |s| {
             vec![ValidatedProposal::Memory {

@@ -23,27 +23,43 @@ pub fn normalize_newlines(bytes: &[u8]) -> Vec<u8> {
 
 /// The exact bytes a decision produces from the frozen base.
 ///
-/// `append`: the base with line endings normalized to LF (and a final LF
-/// if it had none), one blank line, the text normalized the same way
-/// without trailing newlines, one final newline. `replace-document`: the
-/// text, exactly.
+/// `append`: the base byte for byte, a line ending if it had no final LF,
+/// one blank line, the text without trailing newlines, one final line
+/// ending. The lines added end as the base's first line does (CRLF or
+/// LF), so that a CRLF file stays CRLF. `replace-document`: the text,
+/// exactly.
 pub fn compose(operation: MemoryOperation, base: &[u8], text: &str) -> Vec<u8> {
     match operation {
         MemoryOperation::Append => {
-            let mut out = normalize_newlines(base);
-            if !out.is_empty() && !out.ends_with(b"\n") {
-                out.push(b'\n');
-            }
-            out.push(b'\n');
+            let eol = line_ending(base);
             let mut text = normalize_newlines(text.as_bytes());
             while text.ends_with(b"\n") {
                 text.pop();
             }
-            out.extend_from_slice(&text);
-            out.push(b'\n');
+            let mut out = Vec::with_capacity(base.len() + text.len() + 4 * eol.len());
+            out.extend_from_slice(base);
+            if !base.is_empty() && !base.ends_with(b"\n") {
+                out.extend_from_slice(eol);
+            }
+            out.extend_from_slice(eol);
+            for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(eol);
+                }
+                out.extend_from_slice(line);
+            }
+            out.extend_from_slice(eol);
             out
         }
         MemoryOperation::ReplaceDocument => text.as_bytes().to_vec(),
+    }
+}
+
+/// The base's line ending: CRLF when its first LF follows a CR, else LF.
+fn line_ending(base: &[u8]) -> &'static [u8] {
+    match memchr::memchr(b'\n', base) {
+        Some(at) if at > 0 && base[at - 1] == b'\r' => b"\r\n",
+        Some(_) | None => b"\n",
     }
 }
 
@@ -97,7 +113,7 @@ mod tests {
 
     #[test]
     fn append_is_base_blank_line_text_final_newline() {
-        let base = b"---\r\nid: m\r\n---\r\n# Memory\r\n";
+        let base = b"---\nid: m\n---\n# Memory\n";
         assert_eq!(
             compose(
                 MemoryOperation::Append,
@@ -110,6 +126,32 @@ mod tests {
         assert_eq!(
             compose(MemoryOperation::Append, b"---\nid: m\n---\nx", "y"),
             b"---\nid: m\n---\nx\n\ny\n"
+        );
+        assert_eq!(compose(MemoryOperation::Append, b"", "y\n"), b"\ny\n");
+    }
+
+    /// The base is kept byte for byte, its CRs included, and a CRLF base
+    /// gets CRLF lines.
+    #[test]
+    fn append_keeps_the_base_byte_for_byte_and_its_line_endings() {
+        let base = b"---\r\nid: m\r\n---\r\n# Memory\r\n";
+        let out = compose(MemoryOperation::Append, base, "likes tea\nand\r\nscones\n");
+        assert!(out.starts_with(base));
+        assert_eq!(
+            out,
+            b"---\r\nid: m\r\n---\r\n# Memory\r\n\r\nlikes tea\r\nand\r\nscones\r\n"
+        );
+        // Mixed endings in the base stay as they are; the first line's
+        // ending is the one added.
+        let mixed = b"---\nid: m\r\n---\nx";
+        assert_eq!(
+            compose(MemoryOperation::Append, mixed, "y"),
+            b"---\nid: m\r\n---\nx\n\ny\n"
+        );
+        let crlf_no_final = b"---\r\nid: m\r\n---\r\nx";
+        assert_eq!(
+            compose(MemoryOperation::Append, crlf_no_final, "y"),
+            b"---\r\nid: m\r\n---\r\nx\r\n\r\ny\r\n"
         );
     }
 

@@ -35,6 +35,27 @@ pub enum MaterializeError {
     /// The store failed; nothing was claimed and a rerun continues.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The configured context root is not the one this store
+    /// materializes into: its `memory.md` carries another frontmatter `id`
+    /// than the one recorded at the first materialization. Nothing is
+    /// written to either root; fix the config (ids only in the message).
+    #[error(
+        "this store materializes into the context root whose memory.md has id {recorded:?}; \
+         the configured root's memory.md has id {configured:?}: refused, nothing written"
+    )]
+    RootMismatch {
+        /// The identity recorded at the first materialization.
+        recorded: String,
+        /// The identity of the configured root.
+        configured: String,
+    },
+    /// The recorded context-root identity does not read as one (fails
+    /// closed).
+    #[error("the recorded context-root identity does not verify (decision {decision})")]
+    RootIdentityInvalid {
+        /// The decision.
+        decision: EventId,
+    },
     /// An id or event could not be built.
     #[error("an event for decision {decision} cannot be built")]
     Build {

@@ -33,7 +33,9 @@
 //!    links (`path`, `symlink`), and its bytes equal the frozen base
 //!    (`stale-base`); old and new Markdown carry frontmatter with the same
 //!    nonempty `id` (`frontmatter`); the result fits `max_bytes` (`size`).
-//!    Nothing is rebased.
+//!    Nothing is rebased. Last, that `id` must be the context root's
+//!    identity this store recorded (`identity.rs`): another root is
+//!    [`MaterializeError::RootMismatch`], nothing written or recorded.
 //! 5. **Write**: an owner-only hidden temporary file in the root, fsync, a
 //!    last look that the file still holds the base, a check that the lock is
 //!    still ours, an atomic rename over `memory.md`, fsync of the root
@@ -43,7 +45,8 @@
 //!    [`record_in`](crate::scan::Walked::record_in) (`scan`), then
 //!    **verification** of
 //!    the new immutable version (hash, byte count, predecessor), the current
-//!    pointer, the blob and the `file.changed@1` event (`receipt`).
+//!    pointer, the blob and the `file.changed@1` event (`receipt`); the
+//!    first materialization records the root's identity.
 //! 7. **Receipt**: `stream.thought.agent.memory-change.materialized@1` on
 //!    `system:proposals`, rooted at the proposal's root, parented to the
 //!    decision, in the same transaction as step 6: the new version and its
@@ -75,6 +78,7 @@
 mod compose;
 mod decide;
 mod error;
+mod identity;
 mod outcome;
 mod pending;
 mod revalidate;
@@ -101,6 +105,7 @@ use crate::lock::RootLock;
 pub use compose::{compose, normalize_newlines};
 pub use decide::{DecidedAndMaterialized, decide_and_materialize};
 pub use error::MaterializeError;
+pub use identity::ROOT_IDENTITY_CONTROL;
 pub use outcome::{MaterializeOutcome, Recorded};
 pub use pending::{PendingReport, materialize_pending};
 pub use root::lock_name;

@@ -15,6 +15,7 @@ use stream_store::{Read, Store, Tx, VersionRow};
 use super::MaterializeConfig;
 use super::compose::compose;
 use super::error::{Stop, fail};
+use super::identity;
 use super::outcome::Trusted;
 use super::root::{Renamed, Root, Temporary};
 use super::verify::verify_new_version;
@@ -60,6 +61,8 @@ pub(super) struct Written {
     base: VersionRow,
     new: Hashed,
     new_version: VersionId,
+    /// The configured root's identity, recorded with the first receipt.
+    identity: String,
 }
 
 /// Step 4 done and step 5's file durable, short of the rename: what may be
@@ -131,6 +134,13 @@ pub(super) fn stage(
         // Replaced since the lock was named after it.
         return fail(F::Path);
     }
+    // Another root is refused before its scan moves the store's pointer:
+    // by its `memory.md`'s id when that reads (else the checks below
+    // refuse it; the check after them is the one that must pass).
+    let early = root.read_memory(read_cap(base.bytes.bytes(), new.bytes()));
+    if let Some(fm) = early.ok().and_then(|d| frontmatter::parse_bytes(&d).ok()) {
+        identity::admit(store, fm.id(), &trusted.decision).map_err(Stop::Abort)?;
+    }
     // The file holds the base, or (after a crash) the new bytes: both hashed.
     scan_root(store, config, &[base.bytes.borrowed(), new.borrowed()])?;
     let pointer = match store.document(&target.document_id)? {
@@ -158,6 +168,9 @@ pub(super) fn stage(
     if new_bytes.len() as u64 > config.max_bytes {
         return fail(F::Size);
     }
+    // `memory.md` holds the base or the new bytes, both carrying this id:
+    // the configured root's identity, checked before anything is written.
+    identity::admit(store, old_fm.id(), &trusted.decision).map_err(Stop::Abort)?;
 
     let file = match on_disk {
         OnDisk::Base => StagedFile::Temporary(root.stage_memory(new_bytes, held.lock)?),
@@ -176,6 +189,7 @@ pub(super) fn stage(
             base: base.row,
             new,
             new_version,
+            identity: old_fm.id().to_owned(),
         },
         base: base.bytes.into_bytes(),
         file,
@@ -211,7 +225,9 @@ pub(super) fn scan_and_verify(
         base,
         new,
         new_version,
+        identity,
     } = written;
+    identity::record_in(tx, &identity, &trusted.decision).map_err(Stop::Abort)?;
     let file_event_id = verify_new_version(&*tx, &config.source, &base, &new, &new_version)?;
     Ok(MemoryChangeMaterialized {
         proposal_event_id: trusted.proposal.clone(),

@@ -9,4 +9,5 @@ mod decide;
 mod frontmatter;
 mod lock;
 mod materialize;
+mod root_identity;
 mod scan;

@@ -144,15 +144,15 @@ fn edited_replace_document_writes_the_operators_text_exactly() {
 }
 
 #[test]
-fn a_crlf_base_is_normalized_by_append() {
+fn a_crlf_base_keeps_its_line_endings_after_append() {
     let mut mem = Mem::with_memory("---\r\nid: memory-1\r\n---\r\n# Memory\r\nold line");
     let proposal = mem.propose(MemoryOperation::Append, "new line\r\n");
     let decision = mem.decide(&proposal, Disposition::Accept, None);
     let outcome = mem.run(&decision).unwrap();
     receipt(&mem, &decision, outcome);
     assert_eq!(
-        mem.memory_text(),
-        "---\nid: memory-1\n---\n# Memory\nold line\n\nnew line\n"
+        mem.memory(),
+        b"---\r\nid: memory-1\r\n---\r\n# Memory\r\nold line\r\n\r\nnew line\r\n"
     );
 }
 
@@ -646,9 +646,10 @@ fn a_fault_at_every_store_write_step_then_a_clean_rerun_converges() {
         faulty.heal()
     };
     // put_blob, ensure_document, insert_version, set_current_version,
-    // append (file event), append (receipt), commit: the new version and
-    // its receipt commit together.
-    assert_eq!(count, 7);
+    // set_control (the root's identity, at the first materialization),
+    // append (file event), append (receipt), commit: the new version,
+    // the identity and the receipt commit together.
+    assert_eq!(count, 8);
     let golden = compose(
         MemoryOperation::Append,
         WORLD_MEMORY.as_bytes(),
