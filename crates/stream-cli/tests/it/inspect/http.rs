@@ -401,3 +401,25 @@ fn a_review_only_config_inspects_the_same_store() {
     let proposal = i.page(&format!("/proposals/{}", sc.hostile));
     assert!(proposal.contains("stale"));
 }
+
+#[test]
+fn a_store_of_a_newer_schema_or_no_store_is_refused_at_start() {
+    let s = crate::common::sqlite_stack(stream_core::payload::ProviderApi::OpenaiChat);
+    // No store yet: refused, and nothing is created.
+    let run = s.run(&["inspect", "--listen", "127.0.0.1:0"]).unwrap();
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(!s.store_path().exists(), "the inspector created a store");
+    // A store written by a newer build: refused, its bytes untouched.
+    std::fs::create_dir_all(s.store_path().parent().unwrap()).unwrap();
+    drop(stream_store::SqliteStore::open(&s.store_path()).unwrap());
+    rusqlite::Connection::open(s.store_path())
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 999")
+        .unwrap();
+    let before = std::fs::read(s.store_path()).unwrap();
+    let run = s.run(&["inspect", "--listen", "127.0.0.1:0"]).unwrap();
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("newer"), "{}", run.stderr);
+    assert!(run.stdout.is_empty(), "no URL is printed: {}", run.stdout);
+    assert_eq!(std::fs::read(s.store_path()).unwrap(), before);
+}
