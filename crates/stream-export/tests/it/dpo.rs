@@ -1,20 +1,16 @@
 //! `--format dpo`: preference pairs from the revalidated selection.
 
 use stream_core::payload::Disposition;
-use stream_export::{Exclusion, ExportKind, preference_pairs, select, write_pairs};
+use stream_export::{Exclusion, ExportKind, preference_pairs, write_pairs};
+
+use super::selected;
 use stream_proposals::testing::World;
 
 #[test]
 fn dpo_pair_golden_line() {
     let w = World::new();
     w.decide_correction(Disposition::Accept, None);
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     let pairs = preference_pairs(&w.store, selection).unwrap();
     assert_eq!(pairs.pairs.len(), 1);
     let pair = &pairs.pairs[0];
@@ -34,13 +30,7 @@ fn a_replacement_equal_to_the_original_is_excluded_as_no_preference() {
     let mut w = World::new();
     let (output, receipt, root) = w.model_turn("And the capital of Italy?", "Rome.");
     w.owner_correct(&output, &receipt, root.id(), "Rome.");
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     assert_eq!(selection.examples.len(), 1, "sft keeps it");
     let pairs = preference_pairs(&w.store, selection).unwrap();
     assert!(pairs.pairs.is_empty());

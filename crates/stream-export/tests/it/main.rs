@@ -29,6 +29,17 @@ const ACK_REPLACEMENT: &str = "Saved. Anything else?";
 /// trigger's acknowledgment delivered and `/correct`ed by the owner (no
 /// example: the parent wrote it), and a later model reply the owner
 /// `/correct`ed. Returns the self-correction's and the last judgment's ids.
+/// The selection of `kind` under the World's trusted keys, no progress bar.
+pub(crate) fn selected(store: &dyn Read, kind: ExportKind) -> stream_export::Selection {
+    select(
+        store,
+        kind,
+        &stream_proposals::testing::trusted(),
+        &|_, _| {},
+    )
+    .unwrap()
+}
+
 fn judged_world() -> (World, EventId, EventId) {
     let mut w = World::new();
     let self_correction = w.decide_correction(Disposition::Accept, None);
@@ -42,29 +53,17 @@ fn judged_world() -> (World, EventId, EventId) {
 }
 
 fn judgment_ids(kind: ExportKind, w: &World) -> Vec<EventId> {
-    select(
-        &w.store,
-        kind,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap()
-    .examples
-    .iter()
-    .map(|e| e.provenance.judgment_event_id.clone().unwrap())
-    .collect()
+    selected(&w.store, kind)
+        .examples
+        .iter()
+        .map(|e| e.provenance.judgment_event_id.clone().unwrap())
+        .collect()
 }
 
 #[test]
 fn private_export_includes_accepted_self_corrections_with_full_provenance() {
     let (w, self_correction, owner) = judged_world();
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     let ids: Vec<_> = selection
         .examples
         .iter()
@@ -92,13 +91,7 @@ fn private_export_includes_accepted_self_corrections_with_full_provenance() {
 fn external_export_excludes_self_corrections() {
     let (w, _self_correction, owner) = judged_world();
     assert_eq!(judgment_ids(ExportKind::External, &w), [owner]);
-    let selection = select(
-        &w.store,
-        ExportKind::External,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::External);
     assert_eq!(
         selection.excluded.get(&Exclusion::NotExternallyEligible),
         Some(&1)
@@ -113,17 +106,11 @@ fn external_export_excludes_self_corrections() {
 fn external_examples_carry_no_memory_and_no_internal_ids() {
     let (w, _, owner) = judged_world();
     let of = |kind| {
-        select(
-            &w.store,
-            kind,
-            &stream_proposals::testing::trusted(),
-            &|_, _| {},
-        )
-        .unwrap()
-        .examples
-        .into_iter()
-        .find(|e| e.provenance.judgment_event_id.as_ref() == Some(&owner))
-        .unwrap()
+        selected(&w.store, kind)
+            .examples
+            .into_iter()
+            .find(|e| e.provenance.judgment_event_id.as_ref() == Some(&owner))
+            .unwrap()
     };
     let private = serde_json::to_string(&of(ExportKind::Private).messages).unwrap();
     let external = of(ExportKind::External);
@@ -150,13 +137,7 @@ fn external_examples_carry_no_memory_and_no_internal_ids() {
 #[test]
 fn proposals_never_enter_an_example() {
     let (w, _, _) = judged_world();
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     let text = serde_json::to_string(&selection.examples).unwrap();
     // The memory proposal's text and the tool names appear nowhere.
     assert!(!text.contains("canary-world-memory"));
@@ -211,13 +192,7 @@ fn a_broken_chain_is_excluded_not_exported() {
         )
         .unwrap();
     assert_eq!(deleted, 1);
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     assert!(
         !selection
             .examples
@@ -235,13 +210,7 @@ fn writer_rejects_an_example_missing_any_id_and_writes_nothing() {
     let (w, _, _) = judged_world();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("train.jsonl");
-    let mut selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let mut selection = selected(&w.store, ExportKind::Private);
     selection.examples[1].provenance.context_snapshot_id = None;
     let err = write(&out, ExportKind::Private, &selection).unwrap_err();
     assert!(
@@ -265,13 +234,7 @@ fn export_files_are_owner_only_atomic_and_golden() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let out = dir.path().join("train.jsonl");
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     let report = write(&out, ExportKind::Private, &selection).unwrap();
     assert_eq!(report.examples, 2);
     for path in [&out, &report.manifest] {
@@ -296,13 +259,7 @@ fn export_files_are_owner_only_atomic_and_golden() {
 #[test]
 fn private_destinations_only() {
     let (w, _, _) = judged_world();
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     let refuse = |path: &std::path::Path| write(path, ExportKind::Private, &selection).unwrap_err();
     assert!(matches!(
         refuse(std::path::Path::new("-")),

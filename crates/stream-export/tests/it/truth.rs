@@ -8,12 +8,12 @@ use std::os::unix::fs::PermissionsExt;
 
 use stream_core::payload::{MessageObservation, TextOrigin};
 use stream_export::{
-    Example, Exclusion, ExportError, ExportKind, preference_pairs, select, write, write_pairs,
+    Example, Exclusion, ExportError, ExportKind, preference_pairs, write, write_pairs,
 };
 use stream_proposals::testing::World;
 use stream_testkit::canary::Canary;
 
-use super::{ACK_REPLACEMENT, judged_world};
+use super::{ACK_REPLACEMENT, judged_world, selected};
 
 /// The world's acknowledgment text, checked to be one.
 fn ack_text(w: &World) -> String {
@@ -50,13 +50,7 @@ fn an_acknowledgment_is_no_target_and_leaves_no_claim_in_a_transcript() {
         (ExportKind::Private, "Paris."),
         (ExportKind::External, "Lyon."),
     ] {
-        let selection = select(
-            &w.store,
-            kind,
-            &stream_proposals::testing::trusted(),
-            &|_, _| {},
-        )
-        .unwrap();
+        let selection = selected(&w.store, kind);
         assert_eq!(
             selection.excluded.get(&Exclusion::Acknowledgment),
             Some(&1),
@@ -102,13 +96,7 @@ fn an_acknowledgment_is_no_target_and_leaves_no_claim_in_a_transcript() {
 fn no_dpo_pair_answers_with_an_acknowledgment() {
     let (w, _, _) = judged_world();
     let ack = ack_text(&w);
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     let pairs = preference_pairs(&w.store, selection).unwrap();
     let answers: Vec<(&str, &str)> = pairs
         .pairs
@@ -138,13 +126,7 @@ fn the_manifest_says_what_was_left_out() {
     let (w, _, _) = judged_world();
     let dir = private_dir();
     let sft = dir.path().join("train.jsonl");
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     write(&sft, ExportKind::Private, &selection).unwrap();
     let private = manifest(&sft);
     insta::assert_json_snapshot!(private);
@@ -153,13 +135,7 @@ fn the_manifest_says_what_was_left_out() {
     let pairs = preference_pairs(&w.store, selection).unwrap();
     write_pairs(&dpo, ExportKind::Private, &pairs).unwrap();
     let external = dir.path().join("external.jsonl");
-    let selection = select(
-        &w.store,
-        ExportKind::External,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::External);
     write(&external, ExportKind::External, &selection).unwrap();
     for path in [&sft, &dpo, &external] {
         let m = manifest(path);
@@ -186,13 +162,7 @@ fn a_deterministic_reply_is_no_target_and_leaves_the_transcript() {
     w.owner_correct(&output, &receipt, root.id(), "Better help.");
     let (output, receipt, root) = w.model_turn("And the capital of Italy?", "Milan.");
     let owner = w.owner_correct(&output, &receipt, root.id(), "Rome.");
-    let selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let selection = selected(&w.store, ExportKind::Private);
     assert_eq!(selection.excluded.get(&Exclusion::Deterministic), Some(&1));
     assert_eq!(
         selection.left_out_turns.get(&Exclusion::Deterministic),
@@ -259,29 +229,13 @@ fn what_was_left_out_carries_no_content() {
     let (output, receipt, root) = w.model_turn(question.as_str(), answer.as_str());
     w.owner_correct(&output, &receipt, root.id(), fix.as_str());
 
-    let mut selection = select(
-        &w.store,
-        ExportKind::Private,
-        &stream_proposals::testing::trusted(),
-        &|_, _| {},
-    )
-    .unwrap();
+    let mut selection = selected(&w.store, ExportKind::Private);
     let examples = serde_json::to_string(&selection.examples).unwrap();
     assert!(examples.contains(question.as_str()) && examples.contains(fix.as_str()));
     let dir = private_dir();
     let out = dir.path().join("train.jsonl");
     write(&out, ExportKind::Private, &selection).unwrap();
-    let pairs = preference_pairs(
-        &w.store,
-        select(
-            &w.store,
-            ExportKind::Private,
-            &stream_proposals::testing::trusted(),
-            &|_, _| {},
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let pairs = preference_pairs(&w.store, selected(&w.store, ExportKind::Private)).unwrap();
     let mut seen = vec![
         std::fs::read_to_string(format!("{}.manifest.json", out.display())).unwrap(),
         format!("{:?} {:?}", selection.excluded, selection.left_out_turns),
