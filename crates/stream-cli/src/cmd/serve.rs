@@ -11,7 +11,7 @@ use stream_engine::serve::{ServeError, connect, drain, run as run_forever};
 use stream_engine::{
     EngineError, EngineSettings, IngressSettings, ProviderCompat, ProviderSettings,
 };
-use stream_store::Store;
+use stream_store::{Recovery, Store};
 
 use crate::Ctx;
 use crate::config::{Config, TelegramMode};
@@ -143,13 +143,17 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
         )));
     }
     let settings = engine_settings(&config)?;
-    let store: Arc<dyn Store> = Arc::new(super::open_store(&config)?);
+    let opened = super::open_store(&config)?;
+    let label = opened.label();
+    let store: Arc<dyn Store> = Arc::new(opened);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::runtime(anyhow!("cannot start the runtime: {e}")))?;
-    runtime.block_on(async {
-        let connected = connect(store, settings.clone()).await.map_err(failure)?;
+    let served = runtime.block_on(async {
+        let connected = connect(Arc::clone(&store), settings.clone())
+            .await
+            .map_err(failure)?;
         if args.drain {
             let report = drain(connected, &settings).await.map_err(failure)?;
             println!(
@@ -164,5 +168,24 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
         } else {
             run_forever(connected, settings, shutdown_signal()).await.map_err(failure)
         }
-    })
+    });
+    stopped_by_disk(store.as_ref(), &label)?;
+    served
+}
+
+/// Whichever task noticed it first, a store stopped by its disk (a failed
+/// sync: docs/operating.md, "A failing disk") ends `serve` with exit 1 and
+/// this message naming the store; systemd restarts it and the restart
+/// re-reads the store from disk.
+fn stopped_by_disk(store: &dyn Store, label: &str) -> CmdResult {
+    match store.data_version() {
+        Err(e) => match e.recovery() {
+            Recovery::Stop => Err(Failure::runtime(anyhow!(
+                "serve stopped: the store {label} cannot be trusted after this failure; \
+                 a restart re-reads it from disk: {e}"
+            ))),
+            Recovery::Retry | Recovery::AwaitSpace => Ok(()),
+        },
+        Ok(_) => Ok(()),
+    }
 }

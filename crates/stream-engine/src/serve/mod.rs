@@ -411,8 +411,12 @@ pub async fn run(
         // ends it at once.
         let (stop_watcher, stop_std) = std::sync::mpsc::channel::<()>();
         tasks.spawn_blocking(move || {
-            watch_foreign_commits(store.as_ref(), &wake, FOREIGN_COMMIT_CHECK, &stop_std);
-            ("commit watcher", Ok(()))
+            let watched =
+                watch_foreign_commits(store.as_ref(), &wake, FOREIGN_COMMIT_CHECK, &stop_std);
+            (
+                "commit watcher",
+                watched.map_err(|e| EngineError::Store(e).into()),
+            )
         });
         let rx = stop_rx.clone();
         tasks.spawn(async move {
