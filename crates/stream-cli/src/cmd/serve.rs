@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use stream_core::payload::ProviderApi;
+use stream_declarations::registry::RegistryError;
 use stream_engine::active::ActiveError;
 use stream_engine::serve::{ServeError, connect, drain, run as run_forever};
 use stream_engine::{
@@ -100,16 +101,21 @@ pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
     })
 }
 
-fn failure(e: ServeError) -> Failure {
+fn failure(e: ServeError, store: &str) -> Failure {
     match e {
         ServeError::Secret { .. } => Failure::usage(e),
+        // The store failed under the registry (a full disk at start): as
+        // any store error, never a usage error.
+        ServeError::Engine(EngineError::Active(
+            ActiveError::Store(s) | ActiveError::Registry(RegistryError::Store(s)),
+        )) => Failure::of_store(store, s),
         ServeError::Engine(EngineError::Declaration(_))
         | ServeError::Engine(EngineError::Active(
             ActiveError::OtherActive { .. } | ActiveError::Registry(_),
         ))
         | ServeError::Engine(EngineError::Broker(_))
         | ServeError::Engine(EngineError::Unservable { .. }) => Failure::usage(e),
-        ServeError::Engine(EngineError::Store(s)) => s.into(),
+        ServeError::Engine(EngineError::Store(s)) => Failure::of_store(store, s),
         ServeError::Engine(_)
         | ServeError::Api(_)
         | ServeError::Ingress(_)
@@ -153,9 +159,9 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
     let served = runtime.block_on(async {
         let connected = connect(Arc::clone(&store), settings.clone())
             .await
-            .map_err(failure)?;
+            .map_err(|e| failure(e, &label))?;
         if args.drain {
-            let report = drain(connected, &settings).await.map_err(failure)?;
+            let report = drain(connected, &settings).await.map_err(|e| failure(e, &label))?;
             println!(
                 "drained: {} updates stored, {} messages handled ({} runs completed, {} failed), {} replies delivered",
                 report.stored,
@@ -166,7 +172,7 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
             );
             Ok(())
         } else {
-            run_forever(connected, settings, shutdown_signal()).await.map_err(failure)
+            run_forever(connected, settings, shutdown_signal()).await.map_err(|e| failure(e, &label))
         }
     });
     stopped_by_disk(store.as_ref(), &label)?;

@@ -37,13 +37,26 @@ fn shim(dir: &Path) -> Option<PathBuf> {
     }
 }
 
-/// `thestream ARGS` in the stack's home with the shim failing every sync
-/// of the store's files while `arm` exists (only the first with `once`).
-fn faulty(s: &Stack, shim: &Path, arm: &Path, once: bool, args: &[&str]) -> Command {
+/// What the shim fails.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Every sync of the store's files (EIO).
+    Sync,
+    /// Every write to the store's WAL (ENOSPC).
+    WalWrite,
+}
+
+/// `thestream ARGS` in the stack's home with the shim injecting `fault`
+/// while `arm` exists (only once with `once`).
+fn faulty(s: &Stack, shim: &Path, fault: Fault, arm: &Path, once: bool, args: &[&str]) -> Command {
+    let (op, path) = match fault {
+        Fault::Sync => ("sync", "store.db"),
+        Fault::WalWrite => ("write", "store.db-wal"),
+    };
     let mut cmd = s.command(args);
     cmd.env("LD_PRELOAD", shim)
-        .env("FAULT_SHIM_OP", "sync")
-        .env("FAULT_SHIM_PATH", "store.db")
+        .env("FAULT_SHIM_OP", op)
+        .env("FAULT_SHIM_PATH", path)
         .env("FAULT_SHIM_ARM", arm);
     if once {
         cmd.env("FAULT_SHIM_ONCE", "1");
@@ -90,7 +103,7 @@ fn a_failed_store_sync_stops_serve_with_exit_1_and_a_restart_answers_every_messa
     }
     let arm = dir.path().join("arm");
     let log = dir.path().join("serve.log");
-    let mut serve = faulty(&s, &shim, &arm, true, &["serve"])
+    let mut serve = faulty(&s, &shim, Fault::Sync, &arm, true, &["serve"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -131,6 +144,9 @@ fn a_failed_store_sync_stops_serve_with_exit_1_and_a_restart_answers_every_messa
     assert_eq!(answers(&s), BTreeMap::from([(first, 1), (second, 1)]));
 }
 
+/// At start `serve` installs the declaration in the store; a full disk
+/// there used to exit 2 (as if the config were wrong), and a failed sync
+/// while opening the store exits 1 too.
 #[test]
 fn a_disk_error_at_start_exits_1_not_2() {
     let s = sqlite_stack(ProviderApi::OpenaiChat);
@@ -138,20 +154,69 @@ fn a_disk_error_at_start_exits_1_not_2() {
     let Some(shim) = shim(dir.path()) else {
         return;
     };
-    // A store that exists: its opening (or the first commit) syncs it.
-    s.say("canary-disk-20c before any store.");
-    s.script(Reply::completion(ScriptedCompletion::text("Noted.")));
+    // The store exists (migrated, nothing installed yet).
+    let listed = s.run(&["events"]).unwrap();
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    s.say("canary-disk-20c at start.");
     let arm = dir.path().join("arm");
     std::fs::write(&arm, b"").unwrap();
-    let ran = faulty(&s, &shim, &arm, false, &["serve", "--drain"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&ran.stderr);
-    assert_eq!(ran.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("a sync to disk failed"), "{stderr}");
+    for (fault, said) in [
+        (Fault::WalWrite, "no space left on the device"),
+        (Fault::Sync, "a sync to disk failed"),
+    ] {
+        let ran = faulty(&s, &shim, fault, &arm, false, &["serve", "--drain"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        assert_eq!(ran.status.code(), Some(1), "{said}: {stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+        assert!(stderr.contains("the store ./.thestream/store.db"), "{stderr}");
+        assert!(!stderr.contains("canary-disk"), "{stderr}");
+    }
+}
+
+/// `doctor`'s store check makes a real synced write in the data dir: one
+/// whose sync fails is a FAIL (exit 1) naming the data dir, although the
+/// store itself opens.
+#[test]
+fn doctor_fails_the_store_check_where_a_synced_write_fails() {
+    let s = sqlite_stack(ProviderApi::OpenaiChat);
+    let dir = tempfile::tempdir().unwrap();
+    let Some(shim) = shim(dir.path()) else {
+        return;
+    };
+    let listed = s.run(&["events"]).unwrap();
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let arm = dir.path().join("arm");
+    std::fs::write(&arm, b"").unwrap();
+    let doctor = |arm_path: &Path| {
+        let ran = s
+            .command(&["doctor", "--json"])
+            .env("LD_PRELOAD", &shim)
+            .env("FAULT_SHIM_OP", "sync")
+            .env("FAULT_SHIM_PATH", ".doctor-sync-probe-")
+            .env("FAULT_SHIM_ARM", arm_path)
+            .output()
+            .unwrap();
+        let checks: Vec<serde_json::Value> = serde_json::from_slice(&ran.stdout).unwrap();
+        let store = checks.into_iter().find(|c| c["check"] == "store").unwrap();
+        (ran.status.code(), store)
+    };
+    let (code, store) = doctor(&arm);
+    assert_eq!(code, Some(1), "{store}");
+    assert_eq!(store["ok"], false, "{store}");
+    let detail = store["detail"].as_str().unwrap();
     assert!(
-        stderr.contains("the store ./.thestream/store.db"),
-        "{stderr}"
+        detail.contains("a synced write in the data dir ./.thestream failed: fsync: "),
+        "{detail}"
     );
-    assert!(!stderr.contains("canary-disk"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(s.path().join(".thestream"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".doctor"))
+        .collect();
+    assert!(left.is_empty(), "the probe is removed: {left:?}");
+
+    let (_, store) = doctor(&dir.path().join("never"));
+    assert_eq!(store["ok"], true, "{store}");
 }
