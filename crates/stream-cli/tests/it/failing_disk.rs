@@ -170,7 +170,10 @@ fn a_disk_error_at_start_exits_1_not_2() {
         let stderr = String::from_utf8_lossy(&ran.stderr);
         assert_eq!(ran.status.code(), Some(1), "{said}: {stderr}");
         assert!(stderr.contains(said), "{stderr}");
-        assert!(stderr.contains("the store ./.thestream/store.db"), "{stderr}");
+        assert!(
+            stderr.contains("the store ./.thestream/store.db"),
+            "{stderr}"
+        );
         assert!(!stderr.contains("canary-disk"), "{stderr}");
     }
 }
