@@ -43,6 +43,17 @@ impl Failure {
     pub fn runtime(e: impl Into<anyhow::Error>) -> Self {
         Self::Runtime(e.into())
     }
+
+    /// A store error of the store `label` names: as [`From<StoreError>`]
+    /// maps it, and a disk failure says which store's disk failed.
+    pub fn of_store(label: &str, e: StoreError) -> Self {
+        match e {
+            StoreError::Disk { .. } => {
+                Self::Runtime(anyhow::Error::new(e).context(format!("the store {label}")))
+            }
+            other => other.into(),
+        }
+    }
 }
 
 impl From<ConfigError> for Failure {
@@ -77,19 +88,6 @@ impl From<StoreError> for Failure {
             | StoreError::SnapshotHash { .. }
             | StoreError::SnapshotPart { .. }
             | StoreError::Backend(_) => Self::Runtime(e.into()),
-        }
-    }
-}
-
-impl Failure {
-    /// A store error of the store `label` names: as [`From<StoreError>`]
-    /// maps it, and a disk failure says which store's disk failed.
-    pub fn of_store(label: &str, e: StoreError) -> Self {
-        match e {
-            StoreError::Disk { .. } => {
-                Self::Runtime(anyhow::Error::new(e).context(format!("the store {label}")))
-            }
-            other => other.into(),
         }
     }
 }
