@@ -43,6 +43,17 @@ impl Failure {
     pub fn runtime(e: impl Into<anyhow::Error>) -> Self {
         Self::Runtime(e.into())
     }
+
+    /// A store error of the store `label` names: as [`From<StoreError>`]
+    /// maps it, and a disk failure says which store's disk failed.
+    pub fn of_store(label: &str, e: StoreError) -> Self {
+        match e {
+            StoreError::Disk { .. } => {
+                Self::Runtime(anyhow::Error::new(e).context(format!("the store {label}")))
+            }
+            other => other.into(),
+        }
+    }
 }
 
 impl From<ConfigError> for Failure {
@@ -69,7 +80,10 @@ impl From<StoreError> for Failure {
             // A database URL whose TLS setting could expose the login and
             // the store: the operator fixes the URL.
             | StoreError::Tls(_) => Self::Usage(e.into()),
-            StoreError::Missing { .. }
+            // The disk failed under a store that was fine: a run-time
+            // failure (exit 1, never 2), whenever it happens.
+            StoreError::Disk { .. }
+            | StoreError::Missing { .. }
             | StoreError::InvalidRow { .. }
             | StoreError::SnapshotHash { .. }
             | StoreError::SnapshotPart { .. }

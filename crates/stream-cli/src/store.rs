@@ -22,6 +22,15 @@ impl OpenedStore {
         }
     }
 
+    /// The store as messages name it: the SQLite file, or the PostgreSQL
+    /// database's label (never its URL).
+    pub fn label(&self) -> String {
+        match self {
+            Self::Sqlite(s) => s.path().display().to_string(),
+            Self::Postgres(s) => s.label().to_owned(),
+        }
+    }
+
     /// The store's size and its bytes by kind.
     pub fn usage(&self) -> Result<stream_store::StoreUsage, StoreError> {
         match self {

@@ -158,9 +158,84 @@ pub enum StoreError {
     /// sent: it could carry the login and the store in plain text.
     #[error("the database URL's TLS setting is refused: {0}")]
     Tls(#[from] TlsRefusal),
+    /// The disk under the store failed ([`DiskFault`]); what failed was not
+    /// committed.
+    #[error("the disk under the store failed: {fault} (SQLite code {code})")]
+    Disk {
+        /// What failed.
+        fault: DiskFault,
+        /// SQLite's extended result code.
+        code: i32,
+    },
     /// The backend failed.
     #[error("store backend error: {0}")]
     Backend(String),
+}
+
+/// How the disk under the store failed, by what a running `serve` must do
+/// about it (docs/operating.md, "A failing disk").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskFault {
+    /// No space left (ENOSPC): retrying once space returns is safe.
+    Full,
+    /// A sync (`fsync`) failed: the kernel may already have dropped the
+    /// pages it could not write, so a later successful sync proves nothing.
+    Sync,
+    /// Any other I/O error (a read, a write, a lock): the file's state is
+    /// unknown.
+    Io,
+}
+
+impl std::fmt::Display for DiskFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Full => "no space left on the device",
+            Self::Sync => "a sync to disk failed",
+            Self::Io => "an I/O error",
+        })
+    }
+}
+
+/// What a long-running writer (`serve`) does after a store error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// Log it and try again later.
+    Retry,
+    /// Refuse new work and try again once the disk has room.
+    AwaitSpace,
+    /// Stop the process: nothing it holds in memory about the store can be
+    /// trusted; a restart re-reads it from disk.
+    Stop,
+}
+
+impl StoreError {
+    /// The one rule for what a long-running writer does after this error
+    /// (docs/operating.md, "A failing disk"): a full disk is waited out, a
+    /// failed sync or any other I/O error stops the process, everything
+    /// else is retried as before.
+    pub fn recovery(&self) -> Recovery {
+        match self {
+            Self::Disk { fault, .. } => match fault {
+                DiskFault::Full => Recovery::AwaitSpace,
+                DiskFault::Sync | DiskFault::Io => Recovery::Stop,
+            },
+            Self::Conflict { .. }
+            | Self::VersionConflict { .. }
+            | Self::DocumentConflict { .. }
+            | Self::Missing { .. }
+            | Self::Corrupt { .. }
+            | Self::ForeignDatabase { .. }
+            | Self::NewerSchema { .. }
+            | Self::OlderSchema { .. }
+            | Self::NoStore { .. }
+            | Self::InvalidRow { .. }
+            | Self::NotPrivate { .. }
+            | Self::SnapshotHash { .. }
+            | Self::SnapshotPart { .. }
+            | Self::Tls(_)
+            | Self::Backend(_) => Recovery::Retry,
+        }
+    }
 }
 
 /// The identity rule's comparison (docs/design.md §4): every envelope field

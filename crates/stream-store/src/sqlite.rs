@@ -3,7 +3,7 @@
 //! and a CLI decision can write one file safely.
 
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::config::DbConfig;
@@ -20,8 +20,8 @@ use crate::sqlite_events::{
 };
 use crate::sqlite_parts::{KeyForm, put_snapshot, read_snapshot};
 use crate::{
-    AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
-    Tx, VersionRow,
+    AppendOutcome, DiskFault, DocumentRow, EventQuery, Progress, Read, Recovery, RunRow, RunStatus,
+    Store, StoreError, Tx, VersionRow,
 };
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,10 +32,34 @@ pub struct SqliteStore {
     path: PathBuf,
     writer: Mutex<Connection>,
     reader: Mutex<Connection>,
+    /// The fault that stopped this store ([`Recovery::Stop`]): from then
+    /// on nothing is begun or committed through it.
+    stopped: OnceLock<(DiskFault, i32)>,
 }
 
 pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+    match disk_fault(&e) {
+        Some((fault, code)) => StoreError::Disk { fault, code },
+        None => StoreError::Backend(e.to_string()),
+    }
+}
+
+/// The one classification of SQLite's I/O failures (its unix VFS turns
+/// ENOSPC on a write into `SQLITE_FULL`, a failed `fsync` into
+/// `SQLITE_IOERR_FSYNC`, anything else into another `SQLITE_IOERR_*`).
+/// An I/O error it does not name is [`DiskFault::Io`], which stops serve.
+fn disk_fault(e: &rusqlite::Error) -> Option<(DiskFault, i32)> {
+    use rusqlite::ffi;
+    let code = e.sqlite_extended_error_code()?;
+    let fault = match code & 0xff {
+        ffi::SQLITE_FULL => DiskFault::Full,
+        ffi::SQLITE_IOERR => match code {
+            ffi::SQLITE_IOERR_FSYNC | ffi::SQLITE_IOERR_DIR_FSYNC => DiskFault::Sync,
+            _ => DiskFault::Io,
+        },
+        _ => return None,
+    };
+    Some((fault, code))
 }
 
 pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
@@ -102,7 +126,31 @@ impl SqliteStore {
             path: path.to_owned(),
             writer: Mutex::new(writer),
             reader: Mutex::new(reader),
+            stopped: OnceLock::new(),
         })
+    }
+
+    /// After a failed sync the kernel may have dropped pages it never
+    /// wrote, and a later sync that succeeds proves nothing (PostgreSQL's
+    /// "fsyncgate"): once a fault whose [`StoreError::recovery`] is
+    /// [`Recovery::Stop`] was seen, every later begin, commit and data
+    /// version check fails with it, so that nothing more is committed or
+    /// confirmed on the strength of this process's view of the file.
+    fn check_stopped(&self) -> Result<(), StoreError> {
+        match self.stopped.get() {
+            Some(&(fault, code)) => Err(StoreError::Disk { fault, code }),
+            None => Ok(()),
+        }
+    }
+
+    /// Passes `result` on, remembering a fault that stops the store.
+    fn seen<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(e @ StoreError::Disk { fault, code }) = &result
+            && e.recovery() == Recovery::Stop
+        {
+            let _ = self.stopped.set((*fault, *code));
+        }
+        result
     }
 
     /// The file.
@@ -496,18 +544,23 @@ impl_read!(crate::sqlite_readonly::SqliteReader, s => lock(&s.conn));
 
 impl Store for SqliteStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        self.check_stopped()?;
         let conn = lock(&self.writer);
-        cached_execute(&conn, "BEGIN IMMEDIATE", []).map_err(|e| classify(&self.path, e))?;
+        self.seen(
+            cached_execute(&conn, "BEGIN IMMEDIATE", []).map_err(|e| classify(&self.path, e)),
+        )?;
         Ok(Box::new(SqliteTx {
             conn,
+            store: self,
             finished: false,
         }))
     }
 
     fn data_version(&self) -> Result<u64, StoreError> {
+        self.check_stopped()?;
         // The reader never writes, so every commit (the writer connection's
         // included) changes its data_version.
-        data_version(&lock(&self.reader))
+        self.seen(data_version(&lock(&self.reader)))
     }
 
     fn has_room(&self) -> Result<bool, StoreError> {
@@ -532,6 +585,7 @@ pub(crate) fn data_version(c: &Connection) -> Result<u64, StoreError> {
 /// An open `BEGIN IMMEDIATE` transaction on the writer connection.
 struct SqliteTx<'a> {
     conn: MutexGuard<'a, Connection>,
+    store: &'a SqliteStore,
     finished: bool,
 }
 
@@ -698,9 +752,13 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
-        let result = cached_execute(&self.conn, "COMMIT", [])
-            .map(drop)
-            .map_err(backend);
+        // A fault seen by another transaction since this one began.
+        self.store.check_stopped()?;
+        let result = self.store.seen(
+            cached_execute(&self.conn, "COMMIT", [])
+                .map(drop)
+                .map_err(backend),
+        );
         // On a failed COMMIT, Drop rolls back.
         self.finished = result.is_ok();
         result

@@ -127,3 +127,105 @@ fn reading_by_position_seeks_the_rowid() {
         );
     }
 }
+
+fn sqlite_failure(code: i32) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+}
+
+/// One row per class of docs/operating.md's failing-disk policy: SQLite's
+/// unix VFS reports ENOSPC on a write as `SQLITE_FULL` and a failed
+/// `fsync` as `SQLITE_IOERR_FSYNC`; every other I/O error stops serve.
+#[test]
+fn disk_faults_are_classified_and_an_unnamed_io_error_stops() {
+    use rusqlite::ffi;
+    let rows = [
+        (
+            ffi::SQLITE_FULL,
+            Some(DiskFault::Full),
+            Recovery::AwaitSpace,
+        ),
+        (
+            ffi::SQLITE_IOERR_FSYNC,
+            Some(DiskFault::Sync),
+            Recovery::Stop,
+        ),
+        (
+            ffi::SQLITE_IOERR_DIR_FSYNC,
+            Some(DiskFault::Sync),
+            Recovery::Stop,
+        ),
+        (ffi::SQLITE_IOERR_WRITE, Some(DiskFault::Io), Recovery::Stop),
+        (ffi::SQLITE_IOERR_READ, Some(DiskFault::Io), Recovery::Stop),
+        (
+            ffi::SQLITE_IOERR_SHORT_READ,
+            Some(DiskFault::Io),
+            Recovery::Stop,
+        ),
+        (ffi::SQLITE_IOERR, Some(DiskFault::Io), Recovery::Stop),
+        // An extended code this build does not know is still an I/O error.
+        (
+            ffi::SQLITE_IOERR | (250 << 8),
+            Some(DiskFault::Io),
+            Recovery::Stop,
+        ),
+        (ffi::SQLITE_BUSY, None, Recovery::Retry),
+        (ffi::SQLITE_CONSTRAINT, None, Recovery::Retry),
+    ];
+    for (code, fault, recovery) in rows {
+        let e = backend(sqlite_failure(code));
+        match (&e, fault) {
+            (
+                StoreError::Disk {
+                    fault: got,
+                    code: c,
+                },
+                Some(want),
+            ) => {
+                assert_eq!((*got, *c), (want, code), "code {code}");
+            }
+            (StoreError::Backend(_), None) => {}
+            (other, _) => panic!("code {code}: {other:?}"),
+        }
+        assert_eq!(e.recovery(), recovery, "code {code}");
+    }
+}
+
+/// After a failed sync nothing more is begun or committed through the
+/// store, not even a transaction already open; a full disk stops nothing.
+#[test]
+fn a_failed_sync_stops_the_store_and_a_full_disk_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    let full = store.seen::<()>(Err(backend(sqlite_failure(rusqlite::ffi::SQLITE_FULL))));
+    assert!(matches!(
+        full,
+        Err(StoreError::Disk {
+            fault: DiskFault::Full,
+            ..
+        })
+    ));
+    let mut tx = store.begin().unwrap();
+    tx.set_control("k", &serde_json::json!(1)).unwrap();
+    tx.commit().unwrap();
+
+    let mut open = store.begin().unwrap();
+    open.set_control("k", &serde_json::json!(2)).unwrap();
+    let sync = sqlite_failure(rusqlite::ffi::SQLITE_IOERR_FSYNC);
+    let _ = store.seen::<()>(Err(backend(sync)));
+    let stopped = |r: Result<(), StoreError>| {
+        assert!(
+            matches!(
+                r,
+                Err(StoreError::Disk {
+                    fault: DiskFault::Sync,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    };
+    stopped(open.commit());
+    stopped(store.begin().map(drop));
+    stopped(store.data_version().map(drop));
+    assert_eq!(store.control("k").unwrap(), Some(serde_json::json!(1)));
+}

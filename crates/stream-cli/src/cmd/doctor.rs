@@ -19,6 +19,7 @@ use stream_sandbox::{Enforcement, LandlockStatus, SeccompStatus};
 use crate::Ctx;
 
 mod chat;
+mod disk;
 use crate::config::{Config, TelegramMode, TimeoutSecs};
 use crate::exit::{CmdResult, Failure};
 
@@ -252,11 +253,25 @@ fn sandbox(config: &Config) -> Vec<Check> {
     ]
 }
 
-/// The store opens: the SQLite file (when it exists: doctor never creates
-/// it), or the PostgreSQL database (reachable, ours, migrated).
+/// A synced write in the data dir succeeds (when it exists: `serve`
+/// creates it), and the store opens: the SQLite file (when it exists:
+/// doctor never creates it), or the PostgreSQL database (reachable, ours,
+/// migrated).
 fn store(config: &Config) -> Check {
     use crate::config::StoreBackend;
     use crate::store::OpenedStore;
+    if config.data_dir.is_dir()
+        && let Err(e) = disk::synced_write(&config.data_dir)
+    {
+        return fail(
+            "store",
+            format!(
+                "a synced write in the data dir {} failed: {e}",
+                config.data_dir.display()
+            ),
+            "the disk under the data dir is full or failing; serve would stop on it (docs/operating.md)",
+        );
+    }
     if config.store.backend == StoreBackend::Sqlite && !config.store_path().is_file() {
         return ok(
             "store",

@@ -34,7 +34,13 @@ use crate::store::OpenedStore;
 pub fn open_store(config: &Config) -> Result<OpenedStore, Failure> {
     private_data_dir(&config.data_dir)?;
     Ok(match config.store.backend {
-        StoreBackend::Sqlite => OpenedStore::Sqlite(SqliteStore::open(&config.store_path())?),
+        StoreBackend::Sqlite => {
+            let path = config.store_path();
+            OpenedStore::Sqlite(
+                SqliteStore::open(&path)
+                    .map_err(|e| Failure::of_store(&path.display().to_string(), e))?,
+            )
+        }
         StoreBackend::Postgres => {
             let url = secret(&config.store.url_env, "store.url_env")?;
             OpenedStore::Postgres(PostgresStore::open(&url)?)

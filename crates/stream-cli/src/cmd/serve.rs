@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use stream_core::payload::ProviderApi;
+use stream_declarations::registry::RegistryError;
 use stream_engine::active::ActiveError;
 use stream_engine::serve::{ServeError, connect, drain, run as run_forever};
 use stream_engine::{
     EngineError, EngineSettings, IngressSettings, ProviderCompat, ProviderSettings,
 };
-use stream_store::Store;
+use stream_store::{Recovery, Store};
 
 use crate::Ctx;
 use crate::config::{Config, TelegramMode};
@@ -100,16 +101,21 @@ pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
     })
 }
 
-fn failure(e: ServeError) -> Failure {
+fn failure(e: ServeError, store: &str) -> Failure {
     match e {
         ServeError::Secret { .. } => Failure::usage(e),
+        // The store failed under the registry (a full disk at start): as
+        // any store error, never a usage error.
+        ServeError::Engine(EngineError::Active(
+            ActiveError::Store(s) | ActiveError::Registry(RegistryError::Store(s)),
+        )) => Failure::of_store(store, s),
         ServeError::Engine(EngineError::Declaration(_))
         | ServeError::Engine(EngineError::Active(
             ActiveError::OtherActive { .. } | ActiveError::Registry(_),
         ))
         | ServeError::Engine(EngineError::Broker(_))
         | ServeError::Engine(EngineError::Unservable { .. }) => Failure::usage(e),
-        ServeError::Engine(EngineError::Store(s)) => s.into(),
+        ServeError::Engine(EngineError::Store(s)) => Failure::of_store(store, s),
         ServeError::Engine(_)
         | ServeError::Api(_)
         | ServeError::Ingress(_)
@@ -143,15 +149,19 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
         )));
     }
     let settings = engine_settings(&config)?;
-    let store: Arc<dyn Store> = Arc::new(super::open_store(&config)?);
+    let opened = super::open_store(&config)?;
+    let label = opened.label();
+    let store: Arc<dyn Store> = Arc::new(opened);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::runtime(anyhow!("cannot start the runtime: {e}")))?;
-    runtime.block_on(async {
-        let connected = connect(store, settings.clone()).await.map_err(failure)?;
+    let served = runtime.block_on(async {
+        let connected = connect(Arc::clone(&store), settings.clone())
+            .await
+            .map_err(|e| failure(e, &label))?;
         if args.drain {
-            let report = drain(connected, &settings).await.map_err(failure)?;
+            let report = drain(connected, &settings).await.map_err(|e| failure(e, &label))?;
             println!(
                 "drained: {} updates stored, {} messages handled ({} runs completed, {} failed), {} replies delivered",
                 report.stored,
@@ -162,7 +172,26 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
             );
             Ok(())
         } else {
-            run_forever(connected, settings, shutdown_signal()).await.map_err(failure)
+            run_forever(connected, settings, shutdown_signal()).await.map_err(|e| failure(e, &label))
         }
-    })
+    });
+    stopped_by_disk(store.as_ref(), &label)?;
+    served
+}
+
+/// Whichever task noticed it first, a store stopped by its disk (a failed
+/// sync: docs/operating.md, "A failing disk") ends `serve` with exit 1 and
+/// this message naming the store; systemd restarts it and the restart
+/// re-reads the store from disk.
+fn stopped_by_disk(store: &dyn Store, label: &str) -> CmdResult {
+    match store.data_version() {
+        Err(e) => match e.recovery() {
+            Recovery::Stop => Err(Failure::runtime(anyhow!(
+                "serve stopped: the store {label} cannot be trusted after this failure; \
+                 a restart re-reads it from disk: {e}"
+            ))),
+            Recovery::Retry | Recovery::AwaitSpace => Ok(()),
+        },
+        Ok(_) => Ok(()),
+    }
 }

@@ -92,9 +92,14 @@ impl Tmpfs {
     /// (SQLite resolves `/proc/PID/root` back to `/`, so it cannot be
     /// reached from outside), with the environment `Stack::run` gives it.
     fn thestream(&self, s: &Stack, args: &[&str]) -> Run {
+        self.command(s, args).output().unwrap().into()
+    }
+
+    /// The command [`Tmpfs::thestream`] runs.
+    fn command(&self, s: &Stack, args: &[&str]) -> Command {
         let pid = self.holder.id().to_string();
-        Command::new("nsenter")
-            .args(["-t", &pid, "-U", "-m", "--preserve-credentials"])
+        let mut cmd = Command::new("nsenter");
+        cmd.args(["-t", &pid, "-U", "-m", "--preserve-credentials"])
             .arg(format!("--wd={}", s.path().display()))
             .arg(env!("CARGO_BIN_EXE_thestream"))
             .args(args)
@@ -103,10 +108,8 @@ impl Tmpfs {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("TELEGRAM_BOT_TOKEN", BOT_TOKEN)
             .env("OPENAI_API_KEY", API_KEY)
-            .env("THESTREAM_LOG", "info")
-            .output()
-            .unwrap()
-            .into()
+            .env("THESTREAM_LOG", "info");
+        cmd
     }
 
     /// Writes a filler file until the file system refuses more, then gives
@@ -139,6 +142,26 @@ impl Drop for Tmpfs {
     }
 }
 
+/// Mounts an 8 MiB tmpfs in the stack's home and points its data dir there.
+fn data_dir_on_tmpfs(s: &Stack) -> Option<Tmpfs> {
+    let point = s.path().join("mnt");
+    std::fs::create_dir(&point).unwrap();
+    let tmpfs = Tmpfs::mount(&point, "8m")?;
+    let data = tmpfs.point.join("data");
+    let config = s.path().join("thestream.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("data_dir = \".thestream\""));
+    std::fs::write(
+        &config,
+        text.replace(
+            "data_dir = \".thestream\"",
+            &format!("data_dir = \"{}\"", data.display()),
+        ),
+    )
+    .unwrap();
+    Some(tmpfs)
+}
+
 /// Owner message id → how many replies answered it.
 fn answers(s: &Stack) -> BTreeMap<i64, usize> {
     let mut answered = BTreeMap::new();
@@ -156,23 +179,9 @@ fn answers(s: &Stack) -> BTreeMap<i64, usize> {
 #[test]
 fn a_full_disk_acknowledges_nothing_unstored_and_every_message_is_answered_once_after() {
     let s = stack(ProviderApi::OpenaiChat);
-    let point = s.path().join("mnt");
-    std::fs::create_dir(&point).unwrap();
-    let Some(tmpfs) = Tmpfs::mount(&point, "8m") else {
+    let Some(tmpfs) = data_dir_on_tmpfs(&s) else {
         return;
     };
-    let data = tmpfs.point.join("data");
-    let config = s.path().join("thestream.toml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    assert!(text.contains("data_dir = \".thestream\""));
-    std::fs::write(
-        &config,
-        text.replace(
-            "data_dir = \".thestream\"",
-            &format!("data_dir = \"{}\"", data.display()),
-        ),
-    )
-    .unwrap();
     // Every turn may be tried more than once while the disk is full: each
     // attempt that reaches the provider gets an answer.
     for _ in 0..20 {
@@ -228,5 +237,67 @@ fn a_full_disk_acknowledges_nothing_unstored_and_every_message_is_answered_once_
         );
     }
     assert!(refused > 0, "the full disk refused at least one drain");
+    drop(tmpfs);
+}
+
+/// A live `serve` waits a full disk out (docs/operating.md, "A failing
+/// disk"): it says once that it refuses new work, keeps running, and once
+/// space returns says so and answers what came meanwhile, exactly once.
+#[test]
+fn a_live_serve_waits_out_a_full_disk_saying_so_and_answers_once_space_returns() {
+    let s = stack(ProviderApi::OpenaiChat);
+    let Some(tmpfs) = data_dir_on_tmpfs(&s) else {
+        return;
+    };
+    for _ in 0..20 {
+        s.script(Reply::completion(ScriptedCompletion::text("Noted.")));
+    }
+    let log = s.path().join("serve.log");
+    let mut serve = tmpfs
+        .command(&s, &["serve"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let logged = || std::fs::read_to_string(&log).unwrap();
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !done() {
+            assert!(Instant::now() < deadline, "no {what}: {}", logged());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let first = s.say("canary-full-3e0 before.");
+    wait("first answer", &|| answers(&s).contains_key(&first));
+
+    let filler = tmpfs.fill(0);
+    wait("full-disk line", &|| {
+        logged().contains("the disk holding the store is full: refusing new work")
+    });
+    let second = s.say("canary-full-3e0 while full.");
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(serve.try_wait().unwrap().is_none(), "{}", logged());
+    assert!(
+        !answers(&s).contains_key(&second),
+        "nothing answered unrecorded"
+    );
+
+    std::fs::remove_file(&filler).unwrap();
+    wait("room line", &|| {
+        logged().contains("the disk holding the store has room again: resuming")
+    });
+    wait("second answer", &|| answers(&s).contains_key(&second));
+    // SAFETY: a plain kill(2) of our own child (nsenter execs thestream).
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    let status = serve.wait().unwrap();
+    assert!(status.success(), "{status:?}: {}", logged());
+    assert_eq!(answers(&s), BTreeMap::from([(first, 1), (second, 1)]));
+    let text = logged();
+    assert_eq!(
+        text.matches("the disk holding the store is full").count(),
+        1,
+        "{text}"
+    );
+    assert!(!text.contains("canary-full"), "content-dark: {text}");
     drop(tmpfs);
 }

@@ -17,6 +17,7 @@ mod deps;
 mod doctor;
 mod documents;
 mod external_export;
+mod failing_disk;
 mod foundation;
 mod full_disk;
 mod inspect;

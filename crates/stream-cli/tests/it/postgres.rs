@@ -168,6 +168,60 @@ fn review_only_flow(s: &Stack, laptop_dir: &std::path::Path, data: &std::path::P
     );
 }
 
+/// `serve --drain` materializes a memory decision a review-only config
+/// recorded, as a running `serve` does (it used to leave it pending).
+#[test]
+fn serve_drain_materializes_a_decision_recorded_by_a_review_only_config() {
+    let s = sqlite_stack(ProviderApi::OpenaiChat);
+    s.script(Reply::completion(ScriptedCompletion::calls(vec![
+        ScriptedCall::json(
+            "call_mem",
+            "request_memory_change",
+            json!({"operation": "append", "proposed_text": "canary-drained: the owner keeps bees.", "reason": "The owner asked.", "evidence_event_ids": []}),
+        ),
+    ])));
+    s.say("Remember that I keep bees.");
+    let drained = s.drain().unwrap();
+    assert_eq!(drained.code, 0, "{}", drained.stderr);
+    let laptop_dir = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(s.path().join("thestream.toml")).unwrap();
+    let data = s.path().join(".thestream");
+    std::fs::write(
+        laptop_dir.path().join("thestream.toml"),
+        review_only(&config, &data),
+    )
+    .unwrap();
+    let id = s.proposals().unwrap()[0]["id"].as_str().unwrap().to_owned();
+    let decided = laptop(
+        laptop_dir.path(),
+        "",
+        &["proposal-decision", "--proposal", &id, "--accept"],
+    );
+    assert_eq!(decided.status.code(), Some(0), "{decided:?}");
+    assert!(
+        String::from_utf8_lossy(&decided.stdout).contains("will be materialized"),
+        "{decided:?}"
+    );
+    let memory = s.path().join("context/memory.md");
+    assert!(
+        !std::fs::read_to_string(&memory)
+            .unwrap()
+            .contains("canary-drained")
+    );
+
+    let drained = s.drain().unwrap();
+    assert_eq!(drained.code, 0, "{}", drained.stderr);
+    let now = std::fs::read_to_string(&memory).unwrap();
+    assert!(
+        now.contains("canary-drained: the owner keeps bees."),
+        "{now}"
+    );
+    assert!(!drained.stdout.contains("canary-"), "{}", drained.stdout);
+    assert!(!drained.stderr.contains("canary-"), "{}", drained.stderr);
+    let listed = s.proposals().unwrap();
+    assert_eq!(listed[0]["outcome"], "materialized", "{listed:?}");
+}
+
 /// A review-only config refuses what needs `memory.md`, naming why.
 #[test]
 fn a_review_only_config_refuses_serve_and_scan() {

@@ -55,29 +55,10 @@ impl Follower {
         })
     }
 
-    /// Materializes the memory decisions recorded since the last look (by
-    /// this process or another: a review-only config records and leaves
-    /// them to the serve that holds `memory.md`). A failure is logged; the
-    /// next wake-up looks again.
+    /// Materializes the memory decisions recorded since the last look:
+    /// [`materialize_decisions`] with this serve's cursor.
     pub(crate) fn materialize_decisions(&mut self) {
-        let settings = self.engine.settings();
-        let config = MaterializeConfig {
-            root: settings.context_root.clone(),
-            source: SourceName::fixed(SourceName::CONTEXT),
-            max_bytes: settings.max_memory_bytes,
-            lock_dir: settings.lock_dir.clone(),
-            trusted: settings.trusted_keys.clone(),
-        };
-        let store = Arc::clone(self.engine.store());
-        match materialize_pending(store.as_ref(), &config, &mut self.memory_cursor) {
-            Ok(report) if report.settled + report.unsettled > 0 => tracing::info!(
-                settled = report.settled,
-                unsettled = report.unsettled,
-                "memory decisions materialized"
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "memory decisions not materialized; retrying"),
-        }
+        materialize_decisions(&self.engine, &mut self.memory_cursor);
     }
 
     /// Writes the status row of the engine's consumer (once per change);
@@ -182,5 +163,29 @@ impl Follower {
                 Turn::Retry
             }
         }
+    }
+}
+
+/// Materializes the memory decisions of `engine`'s store recorded since
+/// `cursor` (by this process or another: a review-only config records and
+/// leaves them to the serve that holds `memory.md`). A failure is logged;
+/// the next call looks again. The running serve and a drain both call it.
+pub(crate) fn materialize_decisions(engine: &Engine, cursor: &mut u64) {
+    let settings = engine.settings();
+    let config = MaterializeConfig {
+        root: settings.context_root.clone(),
+        source: SourceName::fixed(SourceName::CONTEXT),
+        max_bytes: settings.max_memory_bytes,
+        lock_dir: settings.lock_dir.clone(),
+        trusted: settings.trusted_keys.clone(),
+    };
+    match materialize_pending(engine.store().as_ref(), &config, cursor) {
+        Ok(report) if report.settled + report.unsettled > 0 => tracing::info!(
+            settled = report.settled,
+            unsettled = report.unsettled,
+            "memory decisions materialized"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "memory decisions not materialized; retrying"),
     }
 }

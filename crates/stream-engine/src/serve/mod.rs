@@ -43,7 +43,7 @@ use crate::attempter::Attempter;
 use crate::cooperation::{ConsumerRequest, CooperationError, read_request};
 use crate::engine::{Engine, EngineError, ProcessReport};
 use crate::settings::{EngineSettings, IngressSettings};
-use follower::{Follower, Turn};
+use follower::{Follower, Turn, materialize_decisions};
 use signal::{Backoff, Commits, FOREIGN_COMMIT_CHECK, Signalling, watch_foreign_commits};
 
 /// Why `serve` stopped.
@@ -176,9 +176,20 @@ async fn drain_pass(engine: Arc<Engine>) -> Result<ProcessReport, ServeError> {
         .map_err(|_| ServeError::TaskEnded { task: "consumer" })??)
 }
 
+/// A drain's look at the memory decisions recorded since `cursor`, as the
+/// running serve's consumer makes before each pass, on a blocking thread.
+async fn drain_decisions(engine: Arc<Engine>, mut cursor: u64) -> Result<u64, ServeError> {
+    tokio::task::spawn_blocking(move || {
+        materialize_decisions(&engine, &mut cursor);
+        cursor
+    })
+    .await
+    .map_err(|_| ServeError::TaskEnded { task: "consumer" })
+}
+
 /// Handles everything available now, then returns: repeats ingress (in
-/// polling mode), the consumer and delivery until a whole pass finds
-/// nothing to do.
+/// polling mode), the decisions' materialization, the consumer and
+/// delivery until a whole pass finds nothing to do.
 pub async fn drain(
     connected: Connected,
     settings: &EngineSettings,
@@ -188,6 +199,7 @@ pub async fn drain(
     } = connected;
     let engine = Arc::new(engine);
     let mut report = DrainReport::default();
+    let mut decisions = 0;
     loop {
         let stored = match settings.ingress {
             IngressSettings::Polling => {
@@ -203,6 +215,7 @@ pub async fn drain(
             // A webhook drain handles what is stored; Telegram keeps pushing.
             IngressSettings::Webhook { .. } => 0,
         };
+        decisions = drain_decisions(Arc::clone(&engine), decisions).await?;
         let processed = drain_pass(Arc::clone(&engine)).await?;
         let delivered = deliver(&ingress).await?;
         engine.prepare_spare();
@@ -398,8 +411,12 @@ pub async fn run(
         // ends it at once.
         let (stop_watcher, stop_std) = std::sync::mpsc::channel::<()>();
         tasks.spawn_blocking(move || {
-            watch_foreign_commits(store.as_ref(), &wake, FOREIGN_COMMIT_CHECK, &stop_std);
-            ("commit watcher", Ok(()))
+            let watched =
+                watch_foreign_commits(store.as_ref(), &wake, FOREIGN_COMMIT_CHECK, &stop_std);
+            (
+                "commit watcher",
+                watched.map_err(|e| EngineError::Store(e).into()),
+            )
         });
         let rx = stop_rx.clone();
         tasks.spawn(async move {

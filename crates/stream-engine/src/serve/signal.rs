@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use stream_core::canon::Hashed;
 use stream_core::{DocumentId, NewEvent, SnapshotId, SourceName, VersionId};
-use stream_store::{AppendOutcome, Progress, RunRow, Store, StoreError, Tx, VersionRow};
+use stream_store::{AppendOutcome, Progress, Recovery, RunRow, Store, StoreError, Tx, VersionRow};
 use tokio::sync::watch;
 
 /// How often a running serve asks the store whether another process
@@ -145,34 +145,64 @@ impl Tx for SignallingTx<'_> {
 /// signalled already; the extra wake-up they cause here is one cheap pass).
 /// A blocking loop on its own thread: at rest it wakes once per `every` and
 /// touches no async runtime (a timer task plus `spawn_blocking` cost ~4
-/// context switches a check). Returns when `stop` says so or is dropped.
+/// context switches a check). Returns when `stop` says so or is dropped,
+/// or with the error of a store that must stop ([`Recovery::Stop`]: a
+/// failed sync), which ends `serve`. Says once when the disk fills up and
+/// once when it has room again.
 pub fn watch_foreign_commits(
     store: &dyn Store,
     wake: &[Commits],
     every: Duration,
     stop: &std::sync::mpsc::Receiver<()>,
-) {
+) -> Result<(), StoreError> {
     use std::sync::mpsc::RecvTimeoutError;
     // The baseline is taken at once: a write landing before the first
     // check must still count as a change.
     let mut last = store.data_version().ok();
+    let mut room = true;
     loop {
         match stop.recv_timeout(every) {
             Err(RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return Ok(()),
         }
+        room = report_room(store, room);
         let now = match store.data_version() {
             Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(error = %e, "store data version unreadable; retrying");
-                continue;
-            }
+            Err(e) => match e.recovery() {
+                Recovery::Stop => return Err(e),
+                Recovery::Retry | Recovery::AwaitSpace => {
+                    tracing::warn!(error = %e, "store data version unreadable; retrying");
+                    continue;
+                }
+            },
         };
         if last.is_some_and(|l| l != now) {
             wake.iter().for_each(Commits::bump);
         }
         last = Some(now);
     }
+}
+
+/// Whether the store's disk has room now, logged when it changes from
+/// `had`: while it is full, replies wait unsent (their receipts could not
+/// be stored) and updates stay unconfirmed at Telegram until stored.
+fn report_room(store: &dyn Store, had: bool) -> bool {
+    let has = match store.has_room() {
+        Ok(has) => has,
+        Err(e) => {
+            tracing::warn!(error = %e, "free space of the store's disk unreadable");
+            return had;
+        }
+    };
+    match (had, has) {
+        (true, false) => tracing::error!(
+            "the disk holding the store is full: refusing new work (no reply sent, no update \
+             confirmed) until space returns"
+        ),
+        (false, true) => tracing::info!("the disk holding the store has room again: resuming"),
+        (true, true) | (false, false) => {}
+    }
+    has
 }
 
 /// A growing wait between failed passes: 250 ms doubling to 30 s, reset
