@@ -110,6 +110,13 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Takes the serve lease without waiting ([`crate::lease`]): an
+    /// exclusive `flock` on `store.db.lease` beside the file, which names
+    /// its holder.
+    pub fn try_lease(&self, holder: crate::LeaseHolder) -> Result<crate::LeaseAttempt, StoreError> {
+        crate::lease::try_file(&self.path, holder)
+    }
+
     /// Opens `path` and migrates it, but stops a data rewrite after
     /// `transactions` committed transactions of `rows` rows each, as a kill
     /// between two of them would. Returns whether the migration finished.

@@ -9,6 +9,7 @@
 //! commit `NOTIFY`s, so a `serve` elsewhere notices a decision.
 
 mod connect;
+pub(crate) mod lease;
 mod read;
 pub(crate) mod readonly;
 mod schema;
@@ -32,6 +33,7 @@ pub use tls::TlsRefusal;
 use connect::Connector;
 use session::Session;
 
+use crate::lease::{Lease, LeaseAttempt, LeaseHolder};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
     Tx, VersionRow,
@@ -63,6 +65,8 @@ pub(crate) fn backend(e: postgres::Error) -> StoreError {
 /// A store in one PostgreSQL database.
 pub struct PostgresStore {
     label: String,
+    /// Kept for the lease's own session ([`PostgresStore::try_lease`]).
+    connector: Connector,
     reader: Session,
     writer: Mutex<Session>,
     /// Commit notifications seen by the reader so far.
@@ -95,6 +99,7 @@ impl PostgresStore {
         )?;
         Ok(Self {
             label,
+            connector,
             reader,
             writer: Mutex::new(writer),
             commits: Mutex::new(0),
@@ -104,6 +109,24 @@ impl PostgresStore {
     /// `postgres://host:port/dbname`, for messages (no user, no password).
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// Takes the serve lease without waiting ([`crate::lease`]): a session
+    /// advisory lock on a connection of its own; once held, `holder` is
+    /// written to the control row [`crate::LEASE_ROW`]. When another
+    /// session holds it, that row names the holder.
+    pub fn try_lease(&self, holder: LeaseHolder) -> Result<LeaseAttempt, StoreError> {
+        let Some(held) = lease::try_lock(&self.connector)? else {
+            let named = self
+                .control(crate::LEASE_ROW)?
+                .and_then(|row| serde_json::from_value(row).ok());
+            return Ok(LeaseAttempt::Taken(named));
+        };
+        let row = serde_json::to_value(&holder).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let mut tx = self.begin()?;
+        tx.set_control(crate::LEASE_ROW, &row)?;
+        tx.commit()?;
+        Ok(LeaseAttempt::Held(Lease::postgres(holder, held)))
     }
 }
 
