@@ -83,6 +83,15 @@ pub enum LeaseAttempt {
     Taken(Option<LeaseHolder>),
 }
 
+/// What looking at the lease, without taking it, found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Nobody holds it.
+    Free,
+    /// Someone does; its name when it could be read.
+    Taken(Option<LeaseHolder>),
+}
+
 /// A held lease. Dropping it gives the lease up.
 #[derive(Debug)]
 pub struct Lease {
@@ -154,14 +163,7 @@ pub(crate) fn try_file(db: &Path, holder: LeaseHolder) -> Result<LeaseAttempt, S
         .map_err(failed)?;
     match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
-        Err(Errno::WOULDBLOCK) => {
-            let mut text = String::new();
-            let named = file
-                .read_to_string(&mut text)
-                .ok()
-                .and_then(|_| serde_json::from_str(&text).ok());
-            return Ok(LeaseAttempt::Taken(named));
-        }
+        Err(Errno::WOULDBLOCK) => return Ok(LeaseAttempt::Taken(read_holder(&mut file))),
         Err(e) => return Err(failed(e.into())),
     }
     let named = serde_json::to_vec(&holder).map_err(|e| StoreError::Backend(e.to_string()))?;
@@ -176,6 +178,41 @@ pub(crate) fn try_file(db: &Path, holder: LeaseHolder) -> Result<LeaseAttempt, S
         holder,
         kind: Kind::File(file),
     }))
+}
+
+/// Whether someone holds `db`'s lease file. A `flock` cannot be looked at
+/// without taking it, so this takes it for an instant when it is free;
+/// one taking it in that instant is refused and asks again
+/// (`thestream serve` does, briefly).
+pub(crate) fn probe_file(db: &Path) -> Result<LeaseState, StoreError> {
+    let path = lease_path(db);
+    let mut file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LeaseState::Free),
+        Err(e) => {
+            return Err(StoreError::Backend(format!(
+                "lease {}: {}",
+                path.display(),
+                e.kind()
+            )));
+        }
+    };
+    match rustix::fs::flock(&file, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => Ok(LeaseState::Free),
+        Err(Errno::WOULDBLOCK) => Ok(LeaseState::Taken(read_holder(&mut file))),
+        Err(e) => Err(StoreError::Backend(format!(
+            "lease {}: {}",
+            path.display(),
+            std::io::Error::from(e).kind()
+        ))),
+    }
+}
+
+/// The holder a lease file names, if it names one.
+fn read_holder(file: &mut std::fs::File) -> Option<LeaseHolder> {
+    let mut text = String::new();
+    file.read_to_string(&mut text).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 #[cfg(test)]
@@ -194,6 +231,8 @@ mod tests {
     fn a_file_lease_is_exclusive_names_its_holder_and_frees_on_drop() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("store.db");
+        assert_eq!(probe_file(&db).unwrap(), LeaseState::Free);
+        assert!(!lease_path(&db).exists(), "a probe creates nothing");
         let LeaseAttempt::Held(first) = try_file(&db, holder(1)).unwrap() else {
             panic!("the first attempt holds");
         };
@@ -203,7 +242,9 @@ mod tests {
             LeaseAttempt::Taken(named) => assert_eq!(named, Some(holder(1))),
             LeaseAttempt::Held(_) => panic!("two holders"),
         }
+        assert_eq!(probe_file(&db).unwrap(), LeaseState::Taken(Some(holder(1))));
         drop(first);
+        assert_eq!(probe_file(&db).unwrap(), LeaseState::Free);
         assert!(matches!(
             try_file(&db, holder(3)).unwrap(),
             LeaseAttempt::Held(_)

@@ -45,7 +45,7 @@ mod sqlite_parts;
 mod sqlite_readonly;
 mod usage;
 
-pub use lease::{LEASE_ROW, Lease, LeaseAttempt, LeaseHolder, LeaseLost};
+pub use lease::{LEASE_ROW, Lease, LeaseAttempt, LeaseHolder, LeaseLost, LeaseState};
 pub use migrate::SCHEMA_VERSION;
 pub use parts::SnapshotBytes;
 pub use postgres::{PG_SCHEMA_VERSION, PostgresStore, TlsRefusal};

@@ -33,7 +33,7 @@ pub use tls::TlsRefusal;
 use connect::Connector;
 use session::Session;
 
-use crate::lease::{Lease, LeaseAttempt, LeaseHolder};
+use crate::lease::{Lease, LeaseAttempt, LeaseHolder, LeaseState};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
     Tx, VersionRow,
@@ -127,6 +127,25 @@ impl PostgresStore {
         tx.set_control(crate::LEASE_ROW, &row)?;
         tx.commit()?;
         Ok(LeaseAttempt::Held(Lease::postgres(holder, held)))
+    }
+
+    /// Whether a session holds the serve lease, read from `pg_locks`
+    /// (taking nothing).
+    pub fn lease_state(&self) -> Result<LeaseState, StoreError> {
+        let taken = self.reader.call(|c| {
+            let row = c
+                .client()?
+                .query_one(lease::HELD, &[&lease::LEASE_KEY])
+                .map_err(backend)?;
+            row.try_get::<_, bool>(0).map_err(backend)
+        })?;
+        if !taken {
+            return Ok(LeaseState::Free);
+        }
+        Ok(LeaseState::Taken(
+            self.control(crate::LEASE_ROW)?
+                .and_then(|row| serde_json::from_value(row).ok()),
+        ))
     }
 }
 

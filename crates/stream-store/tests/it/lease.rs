@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use stream_store::pgtest::{fresh_url, server};
-use stream_store::{LeaseAttempt, LeaseHolder, PostgresStore, SqliteStore};
+use stream_store::{LeaseAttempt, LeaseHolder, LeaseState, PostgresStore, SqliteStore};
 
 fn holder(pid: u32) -> LeaseHolder {
     LeaseHolder {
@@ -39,7 +39,9 @@ fn a_sqlite_lease_has_one_holder_named_to_the_others_and_frees_with_it() {
     );
     let first = held(a.try_lease(holder(1)).unwrap());
     assert_eq!(taken(b.try_lease(holder(2)).unwrap()), Some(holder(1)));
+    assert_eq!(b.lease_state().unwrap(), LeaseState::Taken(Some(holder(1))));
     drop(first);
+    assert_eq!(b.lease_state().unwrap(), LeaseState::Free);
     let second = held(b.try_lease(holder(2)).unwrap());
     assert!(second.check().is_ok());
     assert_eq!(taken(a.try_lease(holder(3)).unwrap()), Some(holder(2)));
@@ -52,8 +54,10 @@ fn a_postgres_lease_has_one_holder_named_to_the_others_and_frees_with_it() {
         PostgresStore::open(&url).unwrap(),
         PostgresStore::open(&url).unwrap(),
     );
+    assert_eq!(b.lease_state().unwrap(), LeaseState::Free);
     let first = held(a.try_lease(holder(1)).unwrap());
     assert_eq!(taken(b.try_lease(holder(2)).unwrap()), Some(holder(1)));
+    assert_eq!(b.lease_state().unwrap(), LeaseState::Taken(Some(holder(1))));
     // The same store asking again is refused too: the lock is the session's.
     assert_eq!(taken(a.try_lease(holder(3)).unwrap()), Some(holder(1)));
     assert!(first.check().is_ok());
