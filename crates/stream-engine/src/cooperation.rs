@@ -196,14 +196,6 @@ pub fn liveness(evidence: &ProcessEvidence) -> Result<Liveness, CooperationError
     })
 }
 
-/// The PID of a `serve` that holds this store: one whose status row for the
-/// active consumer says running and whose process is still alive. Evidence
-/// that cannot be judged counts as holding (fail closed). `pair` refuses
-/// while one does.
-pub fn serving_pid(reader: &dyn Read) -> Result<Option<u32>, CooperationError> {
-    Ok(serving_status(reader)?.map(|status| status.process.pid))
-}
-
 /// The status row of the `serve` running the active declaration's consumer,
 /// when that process is alive (or its liveness cannot be told): what it
 /// reads and which worker bundle it executes.
