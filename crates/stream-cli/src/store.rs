@@ -54,6 +54,17 @@ impl OpenedStore {
 
 stream_store::delegate_read!([] OpenedStore, s => s.inner());
 
+/// Activation waits for a serve that holds the lease, wherever it runs.
+impl stream_engine::cooperation::ServeLease for OpenedStore {
+    fn held(&self) -> Option<bool> {
+        match self.lease_state() {
+            Ok(LeaseState::Free) => Some(false),
+            Ok(LeaseState::Taken(_)) => Some(true),
+            Err(_) => None,
+        }
+    }
+}
+
 impl Store for OpenedStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
         self.inner().begin()

@@ -16,6 +16,8 @@
 //!   died, was rebooted away or whose PID was reused, instead of waiting for
 //!   it forever ([`liveness`]).
 //!
+//! Whether a serve runs at all is the store's serve lease ([`ServeLease`]).
+//!
 //! The third row they share, a declaration's installed files
 //! (`declaration-install/<id>/<version>`), is `stream_declarations::install`'s:
 //! activation's install step writes it, a following serve loads from it.
@@ -194,6 +196,16 @@ pub fn liveness(evidence: &ProcessEvidence) -> Result<Liveness, CooperationError
         OwnerState::Live => Liveness::Live,
         OwnerState::Dead | OwnerState::Rebooted | OwnerState::PidReused => Liveness::Gone,
     })
+}
+
+/// Whether a `serve` holds the store: the store's serve lease
+/// (`stream_store::lease`), which every machine sharing the store sees the
+/// same, unlike a process's evidence, which only its own host can judge.
+/// Activation asks it; the binary answers from the store it opened.
+pub trait ServeLease: Send + Sync + std::fmt::Debug {
+    /// `Some(true)` held, `Some(false)` free, `None` when it cannot be
+    /// told (each caller decides which way that fails closed).
+    fn held(&self) -> Option<bool>;
 }
 
 /// The status row of the `serve` running the active declaration's consumer,
