@@ -220,6 +220,29 @@ fn a_standby_on_sqlite_takes_over_after_a_sigkill_and_answers_every_message_once
     eprintln!("takeover (kill to the standby's first reply): {takeover:?}");
 }
 
+/// A standby waiting for the lease stops on SIGTERM with exit 0, having
+/// served nothing; `--standby` with `--drain` is a usage error.
+#[test]
+fn a_waiting_standby_stops_on_sigterm_with_exit_0() {
+    let s = sqlite_stack(ProviderApi::OpenaiChat);
+    let active = serving(&s, "active");
+    let mut standby = Proc::spawn(&s, "standby", &["--standby"]);
+    wait_until(
+        "the standby to say it waits",
+        Duration::from_secs(30),
+        || standby.stderr().contains("waiting for the serve lease"),
+    );
+    // SAFETY: a plain kill(2) of our own child.
+    unsafe { libc::kill(standby.pid() as i32, libc::SIGTERM) };
+    let code = standby.exit_code_within(Duration::from_secs(15));
+    assert_eq!(code, Some(0), "{}", standby.stderr());
+    assert!(!standby.stderr().contains("took the serve lease"));
+    let both = s.run(&["serve", "--standby", "--drain"]).unwrap();
+    assert_eq!(both.code, 2, "{}", both.stderr);
+    drop(active);
+    assert_eq!(s.sent_texts(), ["Serving."]);
+}
+
 /// The server ends the lease's session (a lost connection): the serve
 /// stops at once with exit 1, saying why, since another may take over.
 #[test]
