@@ -1,7 +1,8 @@
 //! The serve lease on PostgreSQL: a session advisory lock on a connection
-//! of its own, owned by its own thread. The session's life is the lease:
-//! the server frees the lock when the session ends, however it ends. The
-//! thread pings the server so that this side learns of a lost session too.
+//! of its own, owned by its own thread ([`Asker`]). The session's life is
+//! the lease: the server frees the lock when the session ends, however it
+//! ends. A refused session is kept to ask again; a holding one pings the
+//! server so that this side learns of a lost session too.
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -80,54 +81,101 @@ impl PgLease {
     }
 }
 
-/// Connects a session of its own and tries the lock without waiting:
-/// `Some` holds it, `None` means another session does (this one closed).
-pub(crate) fn try_lock(connector: &Connector) -> Result<Option<PgLease>, StoreError> {
-    let connector = connector.clone();
-    let (reply, answer) = mpsc::sync_channel::<Result<bool, StoreError>>(1);
-    let (stop, stopped) = mpsc::channel::<()>();
-    let health = Arc::new(Mutex::new(Health {
-        last_answer: Instant::now(),
-        ended: None,
-    }));
-    let shared = Arc::clone(&health);
-    std::thread::Builder::new()
-        .name("thestream-lease".into())
-        .spawn(move || {
-            let mut client = match connector.connect() {
-                Ok(client) => client,
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                    return;
-                }
-            };
-            for setting in SERVER_SIDE {
-                if let Err(e) = client.batch_execute(setting) {
-                    tracing::debug!(setting, error = %super::describe(&e), "lease session setting refused");
-                }
-            }
-            let got = client
-                .query_one(
-                    "SELECT pg_try_advisory_lock($1) AS got, \
-                     set_config('application_name', 'thestream-lease', false)",
-                    &[&LEASE_KEY],
-                )
-                .and_then(|row| row.try_get::<_, bool>("got"))
-                .map_err(super::backend);
-            let held = matches!(got, Ok(true));
-            let _ = reply.send(got);
-            if held {
-                keep(&mut client, &stopped, &shared);
-            }
+/// A session of its own that asks for the lock when told to, so that a
+/// standby asking every 250 ms keeps one connection instead of making one
+/// per question. Dropping it closes the session.
+#[derive(Debug)]
+pub(crate) struct Asker {
+    again: mpsc::Sender<()>,
+    answers: mpsc::Receiver<Result<bool, StoreError>>,
+    health: Arc<Mutex<Health>>,
+}
+
+impl Asker {
+    /// Starts the session's thread; it connects at the first question.
+    pub(crate) fn start(connector: &Connector) -> Result<Self, StoreError> {
+        let connector = connector.clone();
+        let (again, asked) = mpsc::channel::<()>();
+        let (reply, answers) = mpsc::sync_channel::<Result<bool, StoreError>>(1);
+        let health = Arc::new(Mutex::new(Health {
+            last_answer: Instant::now(),
+            ended: None,
+        }));
+        let shared = Arc::clone(&health);
+        std::thread::Builder::new()
+            .name("thestream-lease".into())
+            .spawn(move || session(&connector, &asked, &reply, &shared))
+            .map_err(|e| StoreError::Backend(format!("lease thread: {e}")))?;
+        Ok(Self {
+            again,
+            answers,
+            health,
         })
-        .map_err(|e| StoreError::Backend(format!("lease thread: {e}")))?;
-    let held = answer
-        .recv()
-        .map_err(|_| StoreError::Backend("the lease thread ended".into()))??;
-    Ok(held.then(|| PgLease {
-        health,
-        _stop: stop,
-    }))
+    }
+
+    /// Tries the lock without waiting: `true` when this session now holds
+    /// it. An error ends the session (the next asker connects afresh).
+    pub(crate) fn ask(&self) -> Result<bool, StoreError> {
+        let gone = || StoreError::Backend("the lease's session ended".into());
+        self.again.send(()).map_err(|_| gone())?;
+        self.answers.recv().map_err(|_| gone())?
+    }
+
+    /// The lease this session holds (after `ask` said so).
+    pub(crate) fn into_lease(self) -> PgLease {
+        PgLease {
+            health: self.health,
+            _stop: self.again,
+        }
+    }
+}
+
+/// The lease session's thread: connects, tries the lock at each question
+/// until it holds it, then keeps it until told to stop.
+fn session(
+    connector: &Connector,
+    asked: &mpsc::Receiver<()>,
+    reply: &mpsc::SyncSender<Result<bool, StoreError>>,
+    health: &Mutex<Health>,
+) {
+    if asked.recv().is_err() {
+        return;
+    }
+    let mut client = match connector.connect() {
+        Ok(client) => client,
+        Err(e) => {
+            let _ = reply.send(Err(e));
+            return;
+        }
+    };
+    for setting in SERVER_SIDE {
+        if let Err(e) = client.batch_execute(setting) {
+            tracing::debug!(setting, error = %super::describe(&e), "lease session setting refused");
+        }
+    }
+    loop {
+        let got = client
+            .query_one(
+                "SELECT pg_try_advisory_lock($1) AS got, \
+                 set_config('application_name', 'thestream-lease', false)",
+                &[&LEASE_KEY],
+            )
+            .and_then(|row| row.try_get::<_, bool>("got"))
+            .map_err(super::backend);
+        let (held, failed) = (matches!(got, Ok(true)), got.is_err());
+        if held {
+            lock(health).last_answer = Instant::now();
+        }
+        if reply.send(got).is_err() || failed {
+            return;
+        }
+        if held {
+            return keep(&mut client, asked, health);
+        }
+        if asked.recv().is_err() {
+            return;
+        }
+    }
 }
 
 /// Pings the session until the lease is dropped or the session is gone.

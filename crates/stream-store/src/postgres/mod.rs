@@ -67,6 +67,9 @@ pub struct PostgresStore {
     label: String,
     /// Kept for the lease's own session ([`PostgresStore::try_lease`]).
     connector: Connector,
+    /// The session that asked for the lease and was refused, kept to ask
+    /// again.
+    lease_asker: Mutex<Option<lease::Asker>>,
     reader: Session,
     writer: Mutex<Session>,
     /// Commit notifications seen by the reader so far.
@@ -100,6 +103,7 @@ impl PostgresStore {
         Ok(Self {
             label,
             connector,
+            lease_asker: Mutex::new(None),
             reader,
             writer: Mutex::new(writer),
             commits: Mutex::new(0),
@@ -116,12 +120,21 @@ impl PostgresStore {
     /// written to the control row [`crate::LEASE_ROW`]. When another
     /// session holds it, that row names the holder.
     pub fn try_lease(&self, holder: LeaseHolder) -> Result<LeaseAttempt, StoreError> {
-        let Some(held) = lease::try_lock(&self.connector)? else {
+        let mut slot = self.lease_asker.lock().unwrap_or_else(|p| p.into_inner());
+        let asker = match slot.take() {
+            Some(asker) => asker,
+            None => lease::Asker::start(&self.connector)?,
+        };
+        if !asker.ask()? {
+            *slot = Some(asker);
+            drop(slot);
             let named = self
                 .control(crate::LEASE_ROW)?
                 .and_then(|row| serde_json::from_value(row).ok());
             return Ok(LeaseAttempt::Taken(named));
-        };
+        }
+        drop(slot);
+        let held = asker.into_lease();
         let row = serde_json::to_value(&holder).map_err(|e| StoreError::Backend(e.to_string()))?;
         let mut tx = self.begin()?;
         tx.set_control(crate::LEASE_ROW, &row)?;

@@ -58,6 +58,22 @@ fn a_postgres_lease_has_one_holder_named_to_the_others_and_frees_with_it() {
     let first = held(a.try_lease(holder(1)).unwrap());
     assert_eq!(taken(b.try_lease(holder(2)).unwrap()), Some(holder(1)));
     assert_eq!(b.lease_state().unwrap(), LeaseState::Taken(Some(holder(1))));
+    // Asking again and again keeps one session: a standby asks every 250 ms.
+    for _ in 0..5 {
+        assert_eq!(taken(b.try_lease(holder(2)).unwrap()), Some(holder(1)));
+    }
+    let db = url.rsplit("dbname=").next().unwrap().to_owned();
+    let sessions: i64 = server()
+        .unwrap()
+        .admin()
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = $1 AND application_name = 'thestream-lease'",
+            &[&db],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(sessions, 2, "the holder's and one asker's");
     // The same store asking again is refused too: the lock is the session's.
     assert_eq!(taken(a.try_lease(holder(3)).unwrap()), Some(holder(1)));
     assert!(first.check().is_ok());
