@@ -16,6 +16,8 @@
 //!   died, was rebooted away or whose PID was reused, instead of waiting for
 //!   it forever ([`liveness`]).
 //!
+//! Whether a serve runs at all is the store's serve lease ([`ServeLease`]).
+//!
 //! The third row they share, a declaration's installed files
 //! (`declaration-install/<id>/<version>`), is `stream_declarations::install`'s:
 //! activation's install step writes it, a following serve loads from it.
@@ -196,12 +198,14 @@ pub fn liveness(evidence: &ProcessEvidence) -> Result<Liveness, CooperationError
     })
 }
 
-/// The PID of a `serve` that holds this store: one whose status row for the
-/// active consumer says running and whose process is still alive. Evidence
-/// that cannot be judged counts as holding (fail closed). `pair` refuses
-/// while one does.
-pub fn serving_pid(reader: &dyn Read) -> Result<Option<u32>, CooperationError> {
-    Ok(serving_status(reader)?.map(|status| status.process.pid))
+/// Whether a `serve` holds the store: the store's serve lease
+/// (`stream_store::lease`), which every machine sharing the store sees the
+/// same, unlike a process's evidence, which only its own host can judge.
+/// Activation asks it; the binary answers from the store it opened.
+pub trait ServeLease: Send + Sync + std::fmt::Debug {
+    /// `Some(true)` held, `Some(false)` free, `None` when it cannot be
+    /// told (each caller decides which way that fails closed).
+    fn held(&self) -> Option<bool>;
 }
 
 /// The status row of the `serve` running the active declaration's consumer,

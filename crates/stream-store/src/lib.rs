@@ -21,6 +21,7 @@ pub mod conformance;
 mod delegate;
 #[cfg(feature = "conformance")]
 pub mod faulty;
+mod lease;
 mod migrate;
 mod parts;
 #[cfg(feature = "conformance")]
@@ -44,6 +45,7 @@ mod sqlite_parts;
 mod sqlite_readonly;
 mod usage;
 
+pub use lease::{LEASE_ROW, Lease, LeaseAttempt, LeaseHolder, LeaseLost, LeaseState};
 pub use migrate::SCHEMA_VERSION;
 pub use parts::SnapshotBytes;
 pub use postgres::{PG_SCHEMA_VERSION, PostgresStore, TlsRefusal};

@@ -158,6 +158,18 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Takes the serve lease without waiting ([`crate::lease`]): an
+    /// exclusive `flock` on `store.db.lease` beside the file, which names
+    /// its holder.
+    pub fn try_lease(&self, holder: crate::LeaseHolder) -> Result<crate::LeaseAttempt, StoreError> {
+        crate::lease::try_file(&self.path, holder)
+    }
+
+    /// Whether someone holds the serve lease, without keeping it.
+    pub fn lease_state(&self) -> Result<crate::LeaseState, StoreError> {
+        crate::lease::probe_file(&self.path)
+    }
+
     /// Opens `path` and migrates it, but stops a data rewrite after
     /// `transactions` committed transactions of `rows` rows each, as a kill
     /// between two of them would. Returns whether the migration finished.

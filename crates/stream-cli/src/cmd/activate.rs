@@ -109,6 +109,7 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
         }
     };
     let notice_chat = super::notice_chat(&config, args.skip_help_notice)?;
+    let opened = Arc::new(super::open_store(&config)?);
     let options = ActivationOptions {
         worker: settings.worker.clone(),
         allow_unenforced_sandbox: settings.allow_unenforced_sandbox,
@@ -119,8 +120,9 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
         ready_timeout: READY_TIMEOUT,
         no_serve_grace: NO_SERVE_GRACE,
         poll_every: Duration::from_millis(100),
+        serve_lease: opened.clone(),
     };
-    let store: Arc<dyn Store> = Arc::new(super::open_store(&config)?);
+    let store: Arc<dyn Store> = opened;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -131,18 +131,20 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
             )));
         }
     }
-    // A SQLite store is only asked when it exists (pair never creates it).
-    if config.store.backend == crate::config::StoreBackend::Postgres || config.store_path().exists()
+    // A serve reads the updates pairing needs: pairing holds the serve
+    // lease, refused while another holds it. A SQLite store is only asked
+    // when it exists (pair never creates it).
+    let _lease = if config.store.backend == crate::config::StoreBackend::Postgres
+        || config.store_path().exists()
     {
         let store = super::open_store(&config)?;
-        let serving = stream_engine::cooperation::serving_pid(&store)
-            .map_err(|e| Failure::runtime(anyhow!("cannot tell whether serve runs: {e}")))?;
-        if let Some(pid) = serving {
-            return Err(Failure::usage(anyhow!(
-                "serve (pid {pid}) holds this store and reads the updates: stop it, pair, then start it again"
-            )));
-        }
-    }
+        Some(crate::store::take_lease(
+            &store,
+            "it reads the updates pairing needs: stop it, pair, then start it again",
+        )?)
+    } else {
+        None
+    };
     let original = std::fs::read_to_string(&ctx.config_path)
         .map_err(|e| Failure::runtime(anyhow!("cannot read {}: {e}", ctx.config_path.display())))?;
     let api = super::bot_api(&config)?;

@@ -1,4 +1,8 @@
-//! `thestream serve [--drain]`: ingress, the consumer and delivery.
+//! `thestream serve [--drain | --standby]`: ingress, the consumer and
+//! delivery, under the store's serve lease (`stream_store::lease`): one
+//! serve per bot. A second one exits 2 naming the holder; a standby waits
+//! and takes over when the holder ends; a serve that loses its lease (its
+//! PostgreSQL session gone) exits 1 at once, since another may take over.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,14 +21,21 @@ use stream_store::{Recovery, Store};
 use crate::Ctx;
 use crate::config::{Config, TelegramMode};
 use crate::exit::{CmdResult, Failure};
+use crate::store::{lease_lost, take_lease, wait_for_lease};
 
 /// `serve` arguments.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Handle every update, run and delivery available now, then exit 0.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "standby")]
     drain: bool,
+    /// Wait for the serve that holds this store to end, then take over.
+    #[arg(long)]
+    standby: bool,
 }
+
+/// What a refused serve is told to do.
+const SECOND_SERVE: &str = "one serve per bot: stop it first, or start this one with `serve --standby` to take over when it ends";
 
 /// The worker binary beside the running `thestream`.
 pub fn default_worker() -> Result<PathBuf, Failure> {
@@ -151,32 +162,67 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
     let settings = engine_settings(&config)?;
     let opened = super::open_store(&config)?;
     let label = opened.label();
-    let store: Arc<dyn Store> = Arc::new(opened);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::runtime(anyhow!("cannot start the runtime: {e}")))?;
+    let lease = if args.standby {
+        let waited = runtime.block_on(async {
+            tokio::select! {
+                lease = wait_for_lease(&opened) => Some(lease),
+                () = shutdown_signal() => None,
+            }
+        });
+        match waited {
+            Some(lease) => lease?,
+            None => return Ok(()),
+        }
+    } else {
+        take_lease(&opened, SECOND_SERVE)?
+    };
+    let store: Arc<dyn Store> = Arc::new(opened);
     let served = runtime.block_on(async {
-        let connected = connect(Arc::clone(&store), settings.clone())
-            .await
-            .map_err(|e| failure(e, &label))?;
-        if args.drain {
-            let report = drain(connected, &settings).await.map_err(|e| failure(e, &label))?;
-            println!(
-                "drained: {} updates stored, {} messages handled ({} runs completed, {} failed), {} replies delivered",
-                report.stored,
-                report.processed.triggers,
-                report.processed.completed,
-                report.processed.failed,
-                report.delivered
-            );
-            Ok(())
-        } else {
-            run_forever(connected, settings, shutdown_signal()).await.map_err(|e| failure(e, &label))
+        let serving = async {
+            let connected = connect(Arc::clone(&store), settings.clone())
+                .await
+                .map_err(|e| failure(e, &label))?;
+            if args.drain {
+                let report = drain(connected, &settings)
+                    .await
+                    .map_err(|e| failure(e, &label))?;
+                println!(
+                    "drained: {} updates stored, {} messages handled ({} runs completed, {} failed), {} replies delivered",
+                    report.stored,
+                    report.processed.triggers,
+                    report.processed.completed,
+                    report.processed.failed,
+                    report.delivered
+                );
+                Ok(())
+            } else {
+                run_forever(connected, settings, shutdown_signal())
+                    .await
+                    .map_err(|e| failure(e, &label))
+            }
+        };
+        tokio::select! {
+            served = serving => Ok(served),
+            lost = lease_lost(&lease) => Err(lost),
         }
     });
-    stopped_by_disk(store.as_ref(), &label)?;
-    served
+    match served {
+        Ok(served) => {
+            stopped_by_disk(store.as_ref(), &label)?;
+            served
+        }
+        Err(lost) => {
+            tracing::error!(error = %lost, "stopping at once: another serve may take over");
+            // Like a crash, which the store's transactions are made for:
+            // waiting for a run in flight would let two serves overlap.
+            runtime.shutdown_background();
+            Err(Failure::runtime(lost))
+        }
+    }
 }
 
 /// Whichever task noticed it first, a store stopped by its disk (a failed

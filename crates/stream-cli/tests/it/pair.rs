@@ -167,42 +167,30 @@ fn serve_without_an_owner_refuses_and_names_pair() {
     assert!(s.fake.calls().is_empty());
 }
 
+/// A serve holds the store's lease (here this test process holds it, as
+/// a serve on another machine would): pair refuses, naming the holder.
 #[test]
 fn pair_refuses_while_a_serve_holds_the_store() {
     let s = setup();
-    let worker = stream_testkit::bin::binary("thestream-worker").unwrap();
-    // A live serve's status row for the active consumer: this test process.
     let store = s.home.store();
-    {
-        use stream_store::Store;
-        let mut tx = store.begin().unwrap();
-        tx.set_control(
-            "active-declaration",
-            &json!({
-                "id": "telegram-conversation",
-                "version": 18,
-                "fingerprint": "ab".repeat(32),
-                "commands": [],
-            }),
-        )
-        .unwrap();
-        let status = stream_engine::cooperation::ConsumerStatus {
-            state: stream_engine::cooperation::ConsumerState::Running,
-            activation_id: None,
-            process: stream_engine::cooperation::ProcessEvidence::current().unwrap(),
-            telegram_source: stream_core::SourceName::new("telegram:4242").unwrap(),
-            worker_bundle_sha256: stream_broker::SealedWorker::load(&worker)
-                .unwrap()
-                .sha256()
-                .clone(),
-            declaration_fingerprint: stream_core::Fingerprint::parse(&"ab".repeat(32)).unwrap(),
-        };
-        stream_engine::cooperation::write_status(&mut *tx, "telegram-conversation@18", &status)
-            .unwrap();
-        tx.commit().unwrap();
-    }
+    let holder = stream_store::LeaseHolder {
+        host: "the-other-box".into(),
+        pid: 4242,
+        started: "2026-01-02T03:04:05Z".into(),
+    };
+    let lease = match store.try_lease(holder).unwrap() {
+        stream_store::LeaseAttempt::Held(lease) => lease,
+        stream_store::LeaseAttempt::Taken(by) => panic!("taken by {by:?}"),
+    };
     let ran = s.run(&["pair", "--timeout", "2"]);
     assert_eq!(ran.code, 2, "{}", ran.stderr);
-    assert!(ran.stderr.contains("serve"), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("host the-other-box pid 4242 since 2026-01-02T03:04:05Z"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("stop it, pair"), "{}", ran.stderr);
     assert!(s.fake.calls().is_empty());
+    drop(lease);
 }

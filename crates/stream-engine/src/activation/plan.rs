@@ -112,6 +112,8 @@ pub struct ActivationOptions {
     pub no_serve_grace: Duration,
     /// How often control rows are re-read while waiting.
     pub poll_every: Duration,
+    /// Whether a serve holds the store: one that does is waited for.
+    pub serve_lease: std::sync::Arc<dyn crate::cooperation::ServeLease>,
 }
 
 /// Whether a step ran now or was found recorded.

@@ -20,8 +20,7 @@ use super::plan::{
 use super::record::{ActivationState, RecordedSteps, state_key, unanswered};
 use crate::active::{ACTIVE_DECLARATION, ActiveError, active};
 use crate::cooperation::{
-    ConsumerRequest, ConsumerState, CooperationError, Liveness, liveness, read_status,
-    write_request,
+    ConsumerRequest, ConsumerState, CooperationError, read_status, write_request,
 };
 
 /// Runs (or resumes) the activation of `target`. `on_step` is told of each
@@ -335,8 +334,8 @@ impl Run<'_> {
                     }
                     break format!("{old} stopped by serve pid {}", s.process.pid);
                 }
-                // Evidence that cannot be judged counts as live: wait.
-                Some(s) => !matches!(liveness(&s.process), Ok(Liveness::Gone)),
+                // A lease that cannot be told counts as held: wait.
+                Some(_) => self.options.serve_lease.held() != Some(false),
                 None => false,
             };
             if !serving {
@@ -437,19 +436,15 @@ impl Run<'_> {
         }
         let bundle = self.bundle()?;
         let consumer = self.target.active().consumer();
-        let previous = self.state()?.previous_consumer;
         let started = Instant::now();
-        let live = |status: &Option<crate::cooperation::ConsumerStatus>| {
-            status
-                .as_ref()
-                .is_some_and(|s| matches!(liveness(&s.process), Ok(Liveness::Live)))
-        };
         let pid = loop {
+            // Ready only when a serve is known to hold the store.
+            let serving = self.options.serve_lease.held() == Some(true);
             let status = read_status(self.store.as_ref(), &consumer)?;
             if let Some(s) = &status {
                 let current = s.state == ConsumerState::Running
                     && s.declaration_fingerprint == self.target.declaration().fingerprint;
-                if current && live(&status) {
+                if current && serving {
                     if s.telegram_source != self.telegram {
                         return Err(ActivationError::ReadyMismatch {
                             consumer,
@@ -465,13 +460,9 @@ impl Run<'_> {
                     break s.process.pid;
                 }
             }
-            // A serve that may still report: one running the new consumer
-            // (rebuilding), or the one that ran the old consumer (following).
-            let old = match &previous {
-                Some(old) => read_status(self.store.as_ref(), old)?,
-                None => None,
-            };
-            if !live(&status) && !live(&old) && started.elapsed() >= self.options.no_serve_grace {
+            // A serve that holds the store may still report: rebuilding for
+            // the new consumer, or following from the old one.
+            if !serving && started.elapsed() >= self.options.no_serve_grace {
                 return Err(ActivationError::NoServe { consumer });
             }
             if started.elapsed() >= self.options.ready_timeout {

@@ -9,6 +9,7 @@
 //! commit `NOTIFY`s, so a `serve` elsewhere notices a decision.
 
 mod connect;
+pub(crate) mod lease;
 mod read;
 pub(crate) mod readonly;
 mod schema;
@@ -32,6 +33,7 @@ pub use tls::TlsRefusal;
 use connect::Connector;
 use session::Session;
 
+use crate::lease::{Lease, LeaseAttempt, LeaseHolder, LeaseState};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
     Tx, VersionRow,
@@ -63,6 +65,11 @@ pub(crate) fn backend(e: postgres::Error) -> StoreError {
 /// A store in one PostgreSQL database.
 pub struct PostgresStore {
     label: String,
+    /// Kept for the lease's own session ([`PostgresStore::try_lease`]).
+    connector: Connector,
+    /// The session that asked for the lease and was refused, kept to ask
+    /// again.
+    lease_asker: Mutex<Option<lease::Asker>>,
     reader: Session,
     writer: Mutex<Session>,
     /// Commit notifications seen by the reader so far.
@@ -95,6 +102,8 @@ impl PostgresStore {
         )?;
         Ok(Self {
             label,
+            connector,
+            lease_asker: Mutex::new(None),
             reader,
             writer: Mutex::new(writer),
             commits: Mutex::new(0),
@@ -104,6 +113,52 @@ impl PostgresStore {
     /// `postgres://host:port/dbname`, for messages (no user, no password).
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// Takes the serve lease without waiting ([`crate::lease`]): a session
+    /// advisory lock on a connection of its own; once held, `holder` is
+    /// written to the control row [`crate::LEASE_ROW`]. When another
+    /// session holds it, that row names the holder.
+    pub fn try_lease(&self, holder: LeaseHolder) -> Result<LeaseAttempt, StoreError> {
+        let mut slot = self.lease_asker.lock().unwrap_or_else(|p| p.into_inner());
+        let asker = match slot.take() {
+            Some(asker) => asker,
+            None => lease::Asker::start(&self.connector)?,
+        };
+        if !asker.ask()? {
+            *slot = Some(asker);
+            drop(slot);
+            let named = self
+                .control(crate::LEASE_ROW)?
+                .and_then(|row| serde_json::from_value(row).ok());
+            return Ok(LeaseAttempt::Taken(named));
+        }
+        drop(slot);
+        let held = asker.into_lease();
+        let row = serde_json::to_value(&holder).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let mut tx = self.begin()?;
+        tx.set_control(crate::LEASE_ROW, &row)?;
+        tx.commit()?;
+        Ok(LeaseAttempt::Held(Lease::postgres(holder, held)))
+    }
+
+    /// Whether a session holds the serve lease, read from `pg_locks`
+    /// (taking nothing).
+    pub fn lease_state(&self) -> Result<LeaseState, StoreError> {
+        let taken = self.reader.call(|c| {
+            let row = c
+                .client()?
+                .query_one(lease::HELD, &[&lease::LEASE_KEY])
+                .map_err(backend)?;
+            row.try_get::<_, bool>(0).map_err(backend)
+        })?;
+        if !taken {
+            return Ok(LeaseState::Free);
+        }
+        Ok(LeaseState::Taken(
+            self.control(crate::LEASE_ROW)?
+                .and_then(|row| serde_json::from_value(row).ok()),
+        ))
     }
 }
 

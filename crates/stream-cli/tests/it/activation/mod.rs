@@ -19,6 +19,7 @@ use stream_testkit::stack::{BOT_TOKEN, OWNER, Stack};
 use crate::common::{configure_worker, sqlite_stack as stack};
 
 mod refusals;
+mod remote;
 
 const V17: &str = "declarations/telegram-conversation.v17.yaml";
 const V18: &str = "declarations/telegram-conversation.v18.yaml";
