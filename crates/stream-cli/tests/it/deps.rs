@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 /// The crate names `cargo tree` prints for `args` (offline, no prefix).
-fn tree(args: &[&str]) -> BTreeSet<String> {
+pub(crate) fn tree(args: &[&str]) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .arg("tree")

@@ -20,6 +20,7 @@ mod external_export;
 mod foundation;
 mod full_disk;
 mod inspect;
+mod layers;
 mod live;
 mod memory_decisions;
 mod memory_root;
