@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use stream_core::payload::KeyId;
+use stream_core::payload::{KeyId, ProviderApi};
 use stream_engine::ProviderCompat;
 use stream_proposals::authority::TrustedKeys;
 
@@ -115,9 +115,10 @@ pub struct TelegramConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
-    /// `openai-chat` or `anthropic-messages`.
+    /// `openai-chat` or `anthropic-messages`; any other name is refused
+    /// while the file is read, naming the key.
     #[serde(default = "default_api")]
-    pub api: String,
+    pub api: ProviderApi,
     /// Provider base URL.
     #[serde(default = "default_provider_url")]
     pub base_url: String,
@@ -175,19 +176,6 @@ impl TryFrom<i64> for TimeoutSecs {
                 Self::RANGE.start(),
                 Self::RANGE.end()
             )),
-        }
-    }
-}
-
-impl ProviderConfig {
-    /// `api` as the wire format it names; `None` for an unknown name (each
-    /// command words its own refusal).
-    pub fn wire_api(&self) -> Option<stream_core::payload::ProviderApi> {
-        use stream_core::payload::ProviderApi;
-        match self.api.as_str() {
-            "openai-chat" => Some(ProviderApi::OpenaiChat),
-            "anthropic-messages" => Some(ProviderApi::AnthropicMessages),
-            _ => None,
         }
     }
 }
@@ -285,8 +273,8 @@ fn default_webhook_listen() -> String {
 fn default_webhook_secret_env() -> String {
     "TELEGRAM_WEBHOOK_SECRET".into()
 }
-fn default_api() -> String {
-    "openai-chat".into()
+fn default_api() -> ProviderApi {
+    ProviderApi::OpenaiChat
 }
 fn default_provider_url() -> String {
     "https://api.openai.com/v1".into()
@@ -533,6 +521,19 @@ mod tests {
         let err =
             Config::parse("[provider]\ncompat = \"lm-studio\"\n", Path::new("t.toml")).unwrap_err();
         assert!(err.to_string().contains("compat"), "{err}");
+    }
+
+    #[test]
+    fn provider_api_is_parsed_once_at_load_and_an_unknown_one_is_refused_there() {
+        let config = Config::parse("", Path::new("t.toml")).unwrap();
+        assert_eq!(config.provider.api, ProviderApi::OpenaiChat);
+        for api in [ProviderApi::OpenaiChat, ProviderApi::AnthropicMessages] {
+            let text = format!("[provider]\napi = \"{}\"\n", api.as_str());
+            let config = Config::parse(&text, Path::new("t.toml")).unwrap();
+            assert_eq!(config.provider.api, api);
+        }
+        let err = Config::parse("[provider]\napi = \"gemini\"\n", Path::new("t.toml")).unwrap_err();
+        assert!(err.to_string().contains("api = \"gemini\""), "{err}");
     }
 
     #[test]

@@ -74,9 +74,9 @@ impl SourceName {
         let Some((kind, name)) = s.split_once(':') else {
             return Err(SourceNameError);
         };
-        let kind_ok =
-            (1..=128).contains(&kind.len()) && kind.bytes().all(|b| b.is_ascii_lowercase());
-        let name_ok = (1..=128).contains(&name.len())
+        let part = 1..=crate::bounds::SOURCE_PART_MAX;
+        let kind_ok = part.contains(&kind.len()) && kind.bytes().all(|b| b.is_ascii_lowercase());
+        let name_ok = part.contains(&name.len())
             && name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b));

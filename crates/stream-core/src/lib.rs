@@ -4,7 +4,8 @@
 //! canonical JSON and SHA-256 ([`canon`]), length-bounded text that counts
 //! Unicode scalar values ([`text`]), literal wire fields ([`literal`]), the
 //! event envelope ([`event::NewEvent`], [`event::StoredEvent`]) and a strict
-//! payload type for every event of the catalog ([`payload`]), and the one
+//! payload type for every event of the catalog ([`payload`]), the one table
+//! of tool-argument bounds ([`bounds`]), and the one
 //! strict parser of model-written JSON, which refuses a repeated key
 //! ([`json`]), the one rendering rule for untrusted text on a terminal
 //! ([`terminal`]), and the system's annotations in what the model reads with
@@ -18,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod annotation;
+pub mod bounds;
 pub mod canon;
 pub mod event;
 pub mod ids;

@@ -107,11 +107,11 @@ impl<'de, const MIN: usize, const MAX: usize> Deserialize<'de> for BoundedText<M
 pub type ReplyText = BoundedText<1, REPLY_MAX>;
 
 /// The longest reply, in Unicode scalar values.
-pub const REPLY_MAX: usize = 4096;
+pub use crate::bounds::REPLY_MAX;
 /// `request_memory_change.proposed_text`: 1–32,768 characters.
-pub type MemoryText = BoundedText<1, 32768>;
+pub type MemoryText = BoundedText<1, { crate::bounds::PROPOSED_TEXT_MAX }>;
 /// A proposal's `reason`: 1–1,000 characters.
-pub type ReasonText = BoundedText<1, 1000>;
+pub type ReasonText = BoundedText<1, { crate::bounds::REASON_MAX }>;
 
 /// A short identifier-like label (agent ids, actors, submission ids):
 /// 1–128 characters of `[A-Za-z0-9._:@/+-]`.

@@ -1,8 +1,6 @@
 //! Private destinations and owner-only atomic writes.
 
-use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -13,6 +11,7 @@ use std::collections::BTreeMap;
 use crate::Format;
 use crate::dpo::PairSelection;
 use crate::example::{Provenance, check_complete};
+use crate::folder::Destination;
 use crate::select::Exclusion;
 use crate::select::Selection;
 use crate::{ExportError, ExportKind};
@@ -42,9 +41,17 @@ pub enum DestinationError {
         path: PathBuf,
     },
     /// Others could write into the parent.
-    #[error("the destination folder {path} is group- or world-writable")]
+    #[error(
+        "the destination folder {path} is writable by group or others; choose a private folder"
+    )]
     ParentShared {
         /// The folder.
+        path: PathBuf,
+    },
+    /// The destination is a directory.
+    #[error("the destination {path} is a directory")]
+    Directory {
+        /// The path.
         path: PathBuf,
     },
     /// The destination exists and is not a regular file (a symlink, device…).
@@ -56,89 +63,14 @@ pub enum DestinationError {
 }
 
 /// Refuses stdout, a parent that is not a real, owned, private directory,
-/// and an existing destination that is not a regular file.
+/// and an existing destination that is not a regular file
+/// ([`Destination::open`], the one rule).
 pub fn check_destination(path: &Path) -> Result<(), DestinationError> {
-    let text = path.as_os_str();
-    if text == "-" || path.starts_with("/dev") || path.starts_with("/proc") {
-        return Err(DestinationError::Stdout);
-    }
-    let Some(_) = path.file_name() else {
-        return Err(DestinationError::NotAFile {
-            path: path.to_owned(),
-        });
-    };
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        Some(_) => PathBuf::from("."),
-        None => {
-            return Err(DestinationError::NotAFile {
-                path: path.to_owned(),
-            });
-        }
-    };
-    let meta = parent
-        .symlink_metadata()
-        .map_err(|_| DestinationError::ParentNotDirectory {
-            path: parent.clone(),
-        })?;
-    if !meta.file_type().is_dir() {
-        return Err(DestinationError::ParentNotDirectory { path: parent });
-    }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    if meta.uid() != uid {
-        return Err(DestinationError::ParentNotOwned { path: parent });
-    }
-    if meta.permissions().mode() & 0o022 != 0 {
-        return Err(DestinationError::ParentShared { path: parent });
-    }
-    match path.symlink_metadata() {
-        Ok(m) if !m.file_type().is_file() => Err(DestinationError::NotRegular {
-            path: path.to_owned(),
-        }),
-        Ok(_) | Err(_) => Ok(()),
-    }
+    Destination::open(path).map(|_| ())
 }
 
 fn io(e: std::io::Error) -> ExportError {
     ExportError::Io(e.kind())
-}
-
-/// Writes `bytes` to `path` owner-only and atomically: a fresh 0600 temp
-/// file beside it, fsync, rename, fsync of the folder.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut nonce = [0u8; 8];
-    getrandom::fill(&mut nonce).map_err(|_| ExportError::Io(std::io::ErrorKind::Other))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = parent.join(format!(
-        ".{name}.{}.tmp",
-        nonce.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    ));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io)?;
-        file.write_all(bytes).map_err(io)?;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(io)?;
-        file.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)?;
-        File::open(parent).and_then(|d| d.sync_all()).map_err(io)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// What was written.
@@ -232,10 +164,17 @@ fn write_lines<T: serde::Serialize>(
             .map_err(|_| ExportError::Io(std::io::ErrorKind::InvalidData))?;
         jsonl.push(b'\n');
     }
+    let destination = Destination::open(path)?;
+    let mut manifest_name = destination
+        .path()
+        .file_name()
+        .unwrap_or_default()
+        .to_owned();
+    manifest_name.push(".manifest.json");
+    let manifest = destination.beside(&manifest_name)?;
+    let manifest_path = manifest.path().to_owned();
     let digest = sha256(&jsonl);
-    let manifest_path = PathBuf::from(format!("{}.manifest.json", path.display()));
-    check_destination(&manifest_path)?;
-    let manifest = json!({
+    let manifest_json = json!({
         "format": "thestream/training-export/1",
         "kind": kind.as_str(),
         "exampleContents": kind.contents(),
@@ -246,10 +185,14 @@ fn write_lines<T: serde::Serialize>(
         "excluded": counts(left_out.judgments),
         "leftOutTurns": counts(left_out.turns),
     });
-    let manifest_bytes = serde_json::to_vec_pretty(&manifest)
+    let manifest_bytes = serde_json::to_vec_pretty(&manifest_json)
         .map_err(|_| ExportError::Io(std::io::ErrorKind::InvalidData))?;
-    write_atomic(path, &jsonl)?;
-    write_atomic(&manifest_path, &manifest_bytes)?;
+    destination
+        .write_with(|f| f.write_all(&jsonl))
+        .map_err(io)?;
+    manifest
+        .write_with(|f| f.write_all(&manifest_bytes))
+        .map_err(io)?;
     Ok(WriteReport {
         examples: lines.len(),
         sha256: digest.to_string(),

@@ -24,12 +24,14 @@
 mod dest;
 mod dpo;
 mod example;
+mod folder;
 mod select;
 mod transcript;
 
 pub use dest::{DestinationError, WriteReport, check_destination, write, write_pairs};
 pub use dpo::{PairInput, PairSelection, PreferencePair, preference_pairs};
 pub use example::{ChatMessage, Example, Provenance};
+pub use folder::Destination;
 pub use select::{Exclusion, Selection, select};
 pub use transcript::{EXTERNAL_CONTENTS, PRIVATE_CONTENTS};
 

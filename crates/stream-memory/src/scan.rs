@@ -564,7 +564,7 @@ impl Walk<'_> {
             } else {
                 format!("{prefix}/{utf8}")
             };
-            if path.chars().count() > 1024 {
+            if path.chars().count() > stream_core::bounds::DOCUMENT_PATH_MAX {
                 skipped.unnamed += 1;
                 continue;
             }

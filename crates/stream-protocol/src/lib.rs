@@ -22,6 +22,7 @@
 
 mod frames;
 pub mod framing;
+pub mod tools;
 
 pub use frames::*;
 
@@ -36,7 +37,7 @@ pub const ALLOW_UNENFORCED_FLAG: &str = "--allow-unenforced-sandbox";
 pub const FORK_SERVER_FLAG: &str = "--fork-server";
 
 /// The protocol identifier every packet and hello carries.
-pub const PROTOCOL: &str = "stream.sandbox/1";
+pub const PROTOCOL: &str = Protocol::VALUE;
 
 /// The largest frame in either direction, newline included.
 pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;

@@ -1,16 +1,16 @@
 //! Sample `stream.sandbox/1` packets and proposal tool schemas for tests.
 //!
-//! The schemas mirror the tool argument lists (docs/design.md §9) (strict, no additional
-//! properties, every bound); the shipped ones live with the declarations.
+//! The schemas are the shipped ones (`stream_protocol::tools`); only the
+//! tool descriptions here are shorter than the declarations'.
 //! Tests use these so that worker, provider and broker tests agree on one
 //! realistic packet.
 
 use serde_json::{Value, json};
-use stream_core::payload::ProviderApi;
+use stream_core::payload::{ProposalKind, ProviderApi};
 use stream_core::{EventId, RunId};
 use stream_protocol::{
     Capability, HistoryMessage, HistoryToolCall, Image, OutputMode, Packet, Protocol,
-    ProviderCompat, ProviderSpec, ToolDef,
+    ProviderCompat, ProviderSpec, ToolDef, tools,
 };
 
 /// A deterministic event id made of one repeated hex digit pair.
@@ -28,109 +28,20 @@ pub fn correction_targets() -> Vec<EventId> {
     vec![event_id(0xb1)]
 }
 
-fn evidence_schema() -> Value {
-    json!({
-        "type": "array",
-        "maxItems": 16,
-        "uniqueItems": true,
-        "items": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-    })
-}
-
-/// `request_memory_change` arguments.
+/// `request_memory_change` arguments: the shipped schema, generated from the
+/// one table of bounds (a copy here drifted once).
 pub fn memory_schema() -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["operation", "proposed_text", "reason", "evidence_event_ids"],
-        "properties": {
-            "operation": {"type": "string", "enum": ["append", "replace-document"]},
-            "proposed_text": {"type": "string", "minLength": 1, "maxLength": 32768},
-            "reason": {"type": "string", "minLength": 1, "maxLength": 1000},
-            "evidence_event_ids": evidence_schema(),
-        },
-    })
+    tools::input_schema(ProposalKind::MemoryChange)
 }
 
 /// `submit_correction` arguments.
 pub fn correction_schema() -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["target_output", "replacement", "reason", "evidence_event_ids"],
-        "properties": {
-            "target_output": {
-                "type": "string",
-                "anyOf": [{"const": "latest"}, {"pattern": "^[0-9a-f]{64}$"}],
-            },
-            "replacement": {"type": "string", "minLength": 1, "maxLength": 4096},
-            "reason": {"type": "string", "minLength": 1, "maxLength": 1000},
-            "evidence_event_ids": evidence_schema(),
-        },
-    })
+    tools::input_schema(ProposalKind::SelfCorrection)
 }
 
 /// `propose_focus` arguments: one focus declaration (docs/design.md §18).
 pub fn focus_schema() -> Value {
-    let slug = json!({"type": "string", "pattern": "^[a-z0-9-]{3,64}$"});
-    let ident = json!({
-        "type": "object", "additionalProperties": false, "required": ["id", "version"],
-        "properties": {"id": slug, "version": {"type": "integer", "minimum": 1}},
-    });
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["identity", "lineage", "scope", "objective", "subscriptions", "budgets",
-                     "requestedPermissions", "retirement"],
-        "properties": {
-            "identity": ident,
-            "lineage": {
-                "type": "object", "additionalProperties": false, "required": ["parent"],
-                "properties": {"parent": {"anyOf": [{"type": "null"}, ident]}},
-            },
-            "scope": {
-                "type": "object", "additionalProperties": false, "required": ["chat"],
-                "properties": {"chat": {"const": "origin"}},
-            },
-            "objective": {"type": "string", "minLength": 1, "maxLength": 2000},
-            "subscriptions": {
-                "type": "array", "maxItems": 16,
-                "items": {
-                    "type": "object", "additionalProperties": false, "required": ["source", "types"],
-                    "properties": {
-                        "source": {"type": "string", "minLength": 1, "maxLength": 128},
-                        "types": {"type": "array", "maxItems": 16,
-                                  "items": {"type": "string", "minLength": 1, "maxLength": 128}},
-                    },
-                },
-            },
-            "budgets": {
-                "type": "object", "additionalProperties": false,
-                "required": ["maxRunsPerDay", "maxOutputTokensPerRun", "maxDays"],
-                "properties": {
-                    "maxRunsPerDay": {"type": "integer", "minimum": 1, "maximum": 1000},
-                    "maxOutputTokensPerRun": {"type": "integer", "minimum": 1, "maximum": 32000},
-                    "maxDays": {"type": "integer", "minimum": 1, "maximum": 365},
-                },
-            },
-            "requestedPermissions": {
-                "type": "object", "additionalProperties": false,
-                "required": ["tools", "proposals", "externalActions"],
-                "properties": {
-                    "tools": {"type": "array", "maxItems": 0},
-                    "proposals": {"type": "array", "maxItems": 0},
-                    "externalActions": {"const": false},
-                },
-            },
-            "retirement": {
-                "type": "object", "additionalProperties": false, "required": ["rule"],
-                "properties": {
-                    "rule": {"enum": ["after-days", "manual"]},
-                    "days": {"type": "integer", "minimum": 1, "maximum": 365},
-                },
-            },
-        },
-    })
+    tools::input_schema(ProposalKind::FocusDeclaration)
 }
 
 /// The three proposal tools.

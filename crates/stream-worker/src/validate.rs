@@ -39,7 +39,7 @@ use stream_provider::{ParsedCompletion, ToolArguments};
 pub const MAX_ARGUMENT_BYTES: usize = stream_core::json::MAX_ARGUMENTS_BYTES;
 
 /// The largest visible text, in Unicode scalar values (`conversation-text@1`).
-pub const MAX_TEXT_CHARS: usize = 4096;
+pub const MAX_TEXT_CHARS: usize = stream_core::bounds::REPLY_MAX;
 
 /// The packet cannot be used. Content-dark: positions only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,14 +1,16 @@
 //! `thestream backup --output FILE [--force]`: a consistent copy of the
 //! store taken while `serve` may be running (SQLite's online backup),
-//! written owner-only to a temporary file in FILE's folder, fsynced and
-//! renamed into place. Refused (exit 2, nothing written): an existing FILE
-//! without `--force`, a directory, a folder others can write to.
+//! staged in the private data dir, then written owner-only through FILE's
+//! folder's descriptor (`stream_export::Destination`, the exports' rule), a
+//! temporary file fsynced and renamed into place. Refused (exit 2, nothing
+//! written): an existing FILE without `--force`, a directory, a symlinked
+//! folder, a folder not ours or others can write to.
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
+use stream_export::Destination;
 
 use crate::Ctx;
 use crate::exit::{CmdResult, Failure};
@@ -24,46 +26,17 @@ pub struct Args {
     force: bool,
 }
 
-/// The folder FILE goes into, once FILE is known to be writable there by
-/// the rules above.
-fn checked_folder(output: &Path, force: bool) -> Result<PathBuf, Failure> {
-    let shown = output.display();
-    match std::fs::symlink_metadata(output) {
-        Ok(meta) if meta.is_dir() => {
-            return Err(Failure::usage(anyhow!("{shown} is a directory")));
-        }
-        Ok(meta) if !meta.is_file() => {
-            return Err(Failure::usage(anyhow!("{shown} is not a regular file")));
-        }
-        Ok(_) if !force => {
-            return Err(Failure::usage(anyhow!(
-                "{shown} exists; pass --force to replace it"
-            )));
-        }
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Failure::usage(anyhow!("{shown}: {e}"))),
-    }
-    let folder = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let meta = std::fs::metadata(&folder)
-        .map_err(|e| Failure::usage(anyhow!("{}: {e}", folder.display())))?;
-    if !meta.is_dir() {
+/// FILE's folder, checked and opened by the exports' one rule; an existing
+/// FILE is refused without `--force`.
+fn checked_destination(output: &Path, force: bool) -> Result<Destination, Failure> {
+    let destination = Destination::open(output).map_err(Failure::usage)?;
+    if !force && destination.exists().map_err(Failure::usage)? {
         return Err(Failure::usage(anyhow!(
-            "{} is not a folder",
-            folder.display()
+            "{} exists; pass --force to replace it",
+            output.display()
         )));
     }
-    // Another user able to write the folder could swap the file in or out.
-    if meta.permissions().mode() & 0o022 != 0 {
-        return Err(Failure::usage(anyhow!(
-            "{} is writable by group or others; choose a private folder",
-            folder.display()
-        )));
-    }
-    Ok(folder)
+    Ok(destination)
 }
 
 fn runtime(what: &str, path: &Path, e: impl std::fmt::Display) -> Failure {
@@ -78,7 +51,7 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
             "a PostgreSQL store is backed up with pg_dump (docs/backup.md), not with `backup`"
         )));
     }
-    let folder = checked_folder(&args.output, args.force)?;
+    let destination = checked_destination(&args.output, args.force)?;
     let source = config.store_path();
     if !source.is_file() {
         return Err(Failure::usage(anyhow!(
@@ -87,50 +60,26 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
         )));
     }
     let store = super::open_store(&config)?;
-    let name = args
-        .output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "backup".into());
-    let temp = folder.join(format!(".{name}.partial-{}", std::process::id()));
+    let crate::store::OpenedStore::Sqlite(sqlite) = &store else {
+        return Err(Failure::usage(anyhow!("backup copies a SQLite store only")));
+    };
+    // SQLite's backup writes to a path, so it goes to the private data dir
+    // first; the user's folder is written only through its descriptor.
+    let staged = config
+        .data_dir
+        .join(format!(".backup-{}.partial", std::process::id()));
+    let _ = std::fs::remove_file(&staged);
     let written = (|| {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)
-            .map_err(|e| runtime("cannot create", &temp, e))?;
-        let crate::store::OpenedStore::Sqlite(sqlite) = &store else {
-            return Err(Failure::usage(anyhow!("backup copies a SQLite store only")));
-        };
         sqlite
-            .backup_into(&temp)
-            .map_err(|e| runtime("cannot copy the store into", &temp, e))?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&temp)
-            .map_err(|e| runtime("cannot reopen", &temp, e))?;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| runtime("cannot restrict", &temp, e))?;
-        file.sync_all()
-            .map_err(|e| runtime("cannot sync", &temp, e))?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        std::fs::rename(&temp, &args.output)
-            .map_err(|e| runtime("cannot rename into", &args.output, e))?;
-        std::fs::File::open(&folder)
-            .and_then(|dir| dir.sync_all())
-            .map_err(|e| runtime("cannot sync", &folder, e))?;
-        Ok::<_, Failure>(size)
+            .backup_into(&staged)
+            .map_err(|e| runtime("cannot copy the store into", &staged, e))?;
+        let mut copy = File::open(&staged).map_err(|e| runtime("cannot read", &staged, e))?;
+        destination
+            .write_with(|file| std::io::copy(&mut copy, file).map(|_| ()))
+            .map_err(|e| runtime("cannot write", destination.path(), e))
     })();
-    match written {
-        Ok(size) => {
-            println!("backup: {} ({size} bytes)", args.output.display());
-            Ok(())
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&temp);
-            Err(e)
-        }
-    }
+    let _ = std::fs::remove_file(&staged);
+    let size = written?;
+    println!("backup: {} ({size} bytes)", args.output.display());
+    Ok(())
 }

@@ -503,13 +503,7 @@ async fn telegram(config: &Config) -> Check {
 }
 
 async fn provider(config: &Config) -> Check {
-    let Some(api) = config.provider.wire_api() else {
-        return fail(
-            "provider",
-            format!("unknown provider.api {:?}", config.provider.api),
-            "use \"openai-chat\" or \"anthropic-messages\"",
-        );
-    };
+    let api = config.provider.api;
     let timeout = config.provider.timeout_secs;
     // Bounded as an attempt's request is, by `timeout_secs`.
     let broker_config = stream_broker::BrokerConfig::new(

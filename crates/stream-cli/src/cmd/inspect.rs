@@ -117,10 +117,7 @@ pub fn run(ctx: &Ctx, args: Args) -> CmdResult {
     let store: Box<dyn InspectStore> = Box::new(crate::store::open_read_only(&config)?);
     let settings = Settings {
         compat: config.provider.compat,
-        provider: config
-            .provider
-            .wire_api()
-            .map(|api| (api, config.provider.model.clone())),
+        provider: Some((config.provider.api, config.provider.model.clone())),
         declaration: stream_declarations::LoadedDeclaration::load(&config.agent.declaration)
             .ok()
             .map(std::sync::Arc::new),

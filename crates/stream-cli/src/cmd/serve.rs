@@ -46,12 +46,7 @@ pub fn default_worker() -> Result<PathBuf, Failure> {
 
 /// The engine settings of a config.
 pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
-    let Some(api) = config.provider.wire_api() else {
-        return Err(Failure::usage(anyhow!(
-            "provider.api: unknown api {:?}",
-            config.provider.api
-        )));
-    };
+    let api = config.provider.api;
     let compat = config.provider.compat;
     if api == ProviderApi::AnthropicMessages && compat != ProviderCompat::Openai {
         return Err(Failure::usage(anyhow!(

@@ -178,3 +178,121 @@ fn events_stats_reports_the_store_size_and_bytes_by_kind() {
     }
     assert!(!text.stdout.contains("canary") && !ran.stdout.contains("canary"));
 }
+
+/// Issue 41's race: a thread swaps the target folder for a symlink to
+/// another folder and back, in a loop, while `backup` runs 25 times. Each
+/// run either writes into the real folder (through the descriptor it
+/// checked) or refuses the symlink; not one byte lands in the other folder,
+/// and no temporary file is left anywhere.
+#[test]
+fn a_folder_swapped_for_a_symlink_during_backups_never_receives_a_byte() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let s = stack(ProviderApi::OpenaiChat);
+    s.script(Reply::completion(ScriptedCompletion::text("hi")));
+    s.say("hello");
+    assert_eq!(s.drain().unwrap().code, 0);
+    let base = private_dir(&s, "race");
+    let target = base.join("target");
+    let parked = base.join("parked");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&target)
+        .unwrap();
+    let elsewhere = private_dir(&s, "elsewhere");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, target, parked, elsewhere) = (
+            stop.clone(),
+            target.clone(),
+            parked.clone(),
+            elsewhere.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut swaps = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                std::fs::rename(&target, &parked).unwrap();
+                std::os::unix::fs::symlink(&elsewhere, &target).unwrap();
+                std::thread::sleep(Duration::from_millis(3));
+                std::fs::remove_file(&target).unwrap();
+                std::fs::rename(&parked, &target).unwrap();
+                std::thread::sleep(Duration::from_millis(3));
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let runs: Vec<_> = (0..25)
+        .map(|i| {
+            let out = target.join(format!("b{i}.db"));
+            s.run(&["backup", "--output", out.to_str().unwrap(), "--force"])
+                .unwrap()
+        })
+        .collect();
+    // Stopped before any assertion, so a failure leaves the folders as they are.
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    let (mut written, mut refused) = (0, 0);
+    for ran in &runs {
+        match ran.code {
+            0 => written += 1,
+            2 => refused += 1,
+            other => panic!("exit {other}: {}", ran.stderr),
+        }
+    }
+    eprintln!("{swaps} swaps: {written} written, {refused} refused");
+    assert!(swaps > 0);
+    let landed: Vec<_> = std::fs::read_dir(&elsewhere).unwrap().collect();
+    assert!(
+        landed.is_empty(),
+        "{} entries landed in the other folder ({written} written, {refused} refused)",
+        landed.len()
+    );
+    let names: Vec<String> = std::fs::read_dir(&target)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), written, "{names:?}");
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+    for name in &names {
+        assert_eq!(integrity(&target.join(name)), "ok");
+    }
+    assert!(
+        std::fs::read_dir(s.store_path().parent().unwrap())
+            .unwrap()
+            .all(|e| !e.unwrap().file_name().to_string_lossy().contains("backup")),
+        "no staged copy left in the data dir"
+    );
+}
+
+#[test]
+fn backup_refuses_a_symlinked_folder_and_a_folder_it_does_not_own() {
+    let s = stack(ProviderApi::OpenaiChat);
+    s.script(Reply::completion(ScriptedCompletion::text("hi")));
+    s.say("hello");
+    assert_eq!(s.drain().unwrap().code, 0);
+    let real = private_dir(&s, "real");
+    let link = s.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let ran = s
+        .run(&["backup", "--output", link.join("b.db").to_str().unwrap()])
+        .unwrap();
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("not a real directory"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
+    // Another user's folder: only root can make one to test with.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let theirs = private_dir(&s, "theirs");
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let ran = s
+            .run(&["backup", "--output", theirs.join("b.db").to_str().unwrap()])
+            .unwrap();
+        assert_eq!(ran.code, 2, "{}", ran.stderr);
+        assert!(ran.stderr.contains("not owned by you"), "{}", ran.stderr);
+        assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
+    }
+}

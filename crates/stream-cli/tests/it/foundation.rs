@@ -88,6 +88,7 @@ fn config_errors_exit_2_and_name_the_key() {
         ("data_dir = 5\n", "data_dir"),
         ("[provider]\nmodle = \"x\"\n", "modle"),
         ("[provider]\ncompat = \"lm-studio\"\n", "compat"),
+        ("[provider]\napi = \"gemini\"\n", "api"),
     ];
     for (text, key) in cases {
         std::fs::write(home.config(), text).unwrap();

@@ -21,6 +21,7 @@ mod failing_disk;
 mod foundation;
 mod full_disk;
 mod inspect;
+mod layers;
 mod lease;
 mod live;
 mod memory_decisions;

@@ -188,7 +188,7 @@ pub enum EvidenceError {
 
 impl EvidenceIds {
     /// The most a proposal may cite.
-    pub const MAX: usize = 16;
+    pub const MAX: usize = crate::bounds::EVIDENCE_IDS_MAX;
 
     /// Checks count and uniqueness.
     pub fn new(ids: Vec<EventId>) -> Result<Self, EvidenceError> {

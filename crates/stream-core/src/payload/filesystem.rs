@@ -14,7 +14,7 @@ pub struct FileChanged {
     /// Stable document id.
     pub document_id: DocumentId,
     /// Normalized path relative to the root, `/`-separated.
-    pub path: BoundedText<1, 1024>,
+    pub path: BoundedText<1, { crate::bounds::DOCUMENT_PATH_MAX }>,
     /// The new immutable version.
     pub version_id: VersionId,
     /// The version it follows, if any.

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bounds;
 use crate::event::{PayloadInvalid, SourceName};
 use crate::string_literal;
 use crate::text::BoundedText;
@@ -101,7 +102,7 @@ pub struct FocusSubscription {
     /// Source name.
     pub source: SourceName,
     /// Event types, 1–16, each 1–128 characters.
-    pub types: Vec<BoundedText<1, 128>>,
+    pub types: Vec<BoundedText<1, { bounds::EVENT_TYPE_MAX }>>,
 }
 
 /// `budgets`.
@@ -164,7 +165,7 @@ pub struct FocusDeclaration {
     /// Scope.
     pub scope: FocusScope,
     /// What the focus is for, 1–2,000 characters.
-    pub objective: BoundedText<1, 2000>,
+    pub objective: BoundedText<1, { bounds::OBJECTIVE_MAX }>,
     /// At most 16 subscriptions.
     pub subscriptions: Vec<FocusSubscription>,
     /// Budgets.
@@ -176,7 +177,7 @@ pub struct FocusDeclaration {
 }
 
 fn is_slug(s: &str) -> bool {
-    (3..=64).contains(&s.len())
+    (bounds::SLUG_MIN..=bounds::SLUG_MAX).contains(&s.len())
         && s.bytes()
             .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-'))
 }
@@ -215,29 +216,36 @@ impl FocusDeclaration {
                 ));
             }
         }
-        if self.subscriptions.len() > 16 {
+        if self.subscriptions.len() > bounds::SUBSCRIPTIONS_MAX {
             return Err(PayloadInvalid::new("subscriptions", "at most 16"));
         }
         for sub in &self.subscriptions {
-            if sub.types.is_empty() || sub.types.len() > 16 {
+            if sub.types.is_empty() || sub.types.len() > bounds::SUBSCRIPTION_TYPES_MAX {
                 return Err(PayloadInvalid::new("subscriptions.types", "1-16 types"));
             }
         }
         in_range(
             self.budgets.max_runs_per_day,
             1,
-            1000,
+            bounds::RUNS_PER_DAY_MAX,
             "budgets.maxRunsPerDay",
         )?;
         in_range(
             self.budgets.max_output_tokens_per_run,
             1,
-            32000,
+            bounds::OUTPUT_TOKENS_PER_RUN_MAX,
             "budgets.maxOutputTokensPerRun",
         )?;
-        in_range(self.budgets.max_days, 1, 365, "budgets.maxDays")?;
+        in_range(
+            self.budgets.max_days,
+            1,
+            bounds::DAYS_MAX,
+            "budgets.maxDays",
+        )?;
         match (self.retirement.rule, self.retirement.days) {
-            (RetirementRule::AfterDays, Some(days)) => in_range(days, 1, 365, "retirement.days"),
+            (RetirementRule::AfterDays, Some(days)) => {
+                in_range(days, 1, bounds::DAYS_MAX, "retirement.days")
+            }
             (RetirementRule::AfterDays, None) => Err(PayloadInvalid::new(
                 "retirement.days",
                 "required for after-days",

@@ -282,3 +282,38 @@ fn loading_an_uninstalled_or_malformed_entry_is_refused() {
         Err(RegistryError::Malformed { .. })
     ));
 }
+
+/// The protocol value in every fingerprint is the wire's own constant (the
+/// literal the frames carry), so bumping the protocol changes every
+/// fingerprint and the registry refuses it under the same version.
+#[test]
+fn a_protocol_bump_changes_the_fingerprint_and_needs_a_version_bump() {
+    assert_eq!(
+        stream_declarations::PACKET_PROTOCOL,
+        stream_protocol::Protocol::VALUE
+    );
+    assert_eq!(stream_protocol::PROTOCOL, stream_protocol::Protocol::VALUE);
+    let v18 = check(&pi()).unwrap();
+    let carried = serde_json::to_value(&v18.manifest).unwrap();
+    assert_eq!(carried["packetProtocol"], stream_protocol::Protocol::VALUE);
+    let hello = serde_json::to_value(stream_protocol::Protocol).unwrap();
+    assert_eq!(carried["packetProtocol"], hello);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("store.db")).unwrap();
+    assert_eq!(v18.install(&store).unwrap(), Installed::New);
+    let mut bumped = v18.manifest.clone();
+    bumped.packet_protocol = "stream.sandbox/2";
+    let changed = fingerprint(
+        &v18.declaration,
+        &bumped,
+        v18.prompt.as_ref().map(|p| &p.sha256),
+    )
+    .unwrap();
+    assert_ne!(changed, v18.fingerprint);
+    let err = registry::install(&store, "telegram-conversation", 18, &changed).unwrap_err();
+    assert!(
+        matches!(err, RegistryError::FingerprintChanged { version: 18, .. }),
+        "{err}"
+    );
+}

@@ -101,3 +101,20 @@ fn every_schema_property_name_is_a_known_field() {
         );
     }
 }
+
+/// The test kit's packets carry the shipped schemas, not a copy: a copy
+/// there once drifted (`target_output`, `source` patterns).
+#[test]
+fn the_test_kit_s_tool_schemas_are_the_shipped_ones() {
+    let kit = stream_testkit::packets::tools();
+    assert_eq!(kit.len(), ProposalKind::ALL.len());
+    for kind in ProposalKind::ALL {
+        let shipped = tool_spec(kind);
+        let tool = kit.iter().find(|t| t.name == shipped.name).unwrap();
+        assert_eq!(
+            tool.input_schema, shipped.schema,
+            "{} drifted",
+            shipped.name
+        );
+    }
+}
