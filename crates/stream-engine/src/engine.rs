@@ -423,6 +423,9 @@ impl Engine {
                 id: self.replies.id().to_owned(),
                 what: "fixed replies",
             })?;
+        if msg.photo_too_large {
+            return self.fixed_reply(trigger, &msg, self.photo_too_large_reply()?);
+        }
         let command = msg
             .command
             .as_ref()
