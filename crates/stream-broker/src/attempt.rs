@@ -16,7 +16,7 @@ use stream_sandbox::{
     ChildIoError, Ended, Ending, Enforcement, NotEnforced, WorkerChild, WorkerImage,
 };
 
-use crate::forks::Forks;
+use crate::forks::{Forks, Hold};
 use crate::http::{self, Secret};
 use crate::{ALLOW_UNENFORCED_FLAG, Broker, BrokerConfig, Refill};
 
@@ -261,13 +261,16 @@ fn frame_name(frame: &WorkerFrame) -> &'static str {
 pub(crate) struct Session {
     pub(crate) child: WorkerChild,
     wait: Duration,
+    /// After `child`: its pid is released once it is reaped.
+    pub(crate) hold: Hold,
 }
 
 impl Session {
-    pub(crate) fn new(child: WorkerChild, config: &BrokerConfig) -> Self {
+    pub(crate) fn new(child: WorkerChild, config: &BrokerConfig, hold: Hold) -> Self {
         Self {
             child,
             wait: config.spawn.wall_clock,
+            hold,
         }
     }
 
@@ -347,11 +350,12 @@ pub(crate) fn launch(
     } else {
         vec![]
     };
-    let child = match forks.child(worker, &args, &config.spawn) {
+    let child = match forks.child(worker, &args, &config.spawn)? {
         Some(child) => child,
         None => stream_sandbox::spawn_image(worker, &args, &config.spawn)?,
     };
-    let mut session = Session::new(child, config);
+    let hold = forks.hold(child.pid());
+    let mut session = Session::new(child, config, hold);
     let hello = match session.read(Stage::Hello)? {
         WorkerFrame::Hello(hello) => hello,
         other => return Err(session.unexpected(Stage::Hello, &other)),

@@ -27,7 +27,8 @@
 //!
 //! [`SealedWorker::self_test`] spawns the same sealed bytes with no packet
 //! and returns the sandbox report of its hello ([`verify_worker`] also
-//! judges it): the one home of the worker self-test, for `activate` and
+//! judges it), and [`SealedWorker::self_test_forked`] does the same for a
+//! forked worker: the one home of the worker self-test, for `activate` and
 //! `doctor`.
 //!
 //! Read [`Broker`], [`BrokerConfig`] and [`AttemptReport`] first.
@@ -93,6 +94,15 @@ pub struct BrokerConfig {
     /// verified as a spawned worker is. A server that cannot start or keeps
     /// failing is logged and workers are spawned.
     pub fork_server: bool,
+}
+
+/// Whether `serve` makes its workers with a fork server
+/// ([`BrokerConfig::fork_server`]). The one decision: `serve` sets the
+/// config from it, and `doctor` and activation's self-test
+/// ([`verify_worker`]) test a forked worker too when it says yes, so that
+/// they test the path serve takes.
+pub fn serve_forks_workers() -> bool {
+    true
 }
 
 /// When the broker makes the next spare worker after one was taken.

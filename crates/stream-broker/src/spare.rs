@@ -24,7 +24,7 @@ use stream_sandbox::{Enforcement, ParkedWorker, WorkerImage};
 
 use crate::BrokerConfig;
 use crate::attempt::{self, AttemptError, Session};
-use crate::forks::Forks;
+use crate::forks::{Forks, Hold};
 
 /// The sealed image, the config, and the optional spare slot.
 pub(crate) struct Workers {
@@ -43,7 +43,9 @@ struct Shared {
 
 #[derive(Default)]
 struct Slot {
-    parked: Option<(ParkedWorker, Enforcement)>,
+    /// The spare, its report, and its pid's hold (after it, so released
+    /// once it is reaped).
+    parked: Option<(ParkedWorker, Enforcement, Hold)>,
     /// The filler should make a spare (the slot was emptied).
     wanted: bool,
     /// The filler is making one now.
@@ -124,7 +126,7 @@ impl Workers {
     /// being made), else a fresh spawn. Blocking.
     pub(crate) fn take(&self) -> Result<(Session, Enforcement), AttemptError> {
         let asked = Instant::now();
-        if let Some((parked, sandbox)) = self.take_parked() {
+        if let Some((parked, sandbox, hold)) = self.take_parked() {
             let pid = parked.pid();
             // The attempt's wall clock starts when it asks for a worker: time
             // spent waiting for a spare being made counts, idle time does not.
@@ -135,7 +137,7 @@ impl Workers {
                 .wall_clock
                 .saturating_sub(asked.elapsed());
             match parked.resume(wall_clock) {
-                Ok(child) => return Ok((Session::new(child, &self.shared.config), sandbox)),
+                Ok(child) => return Ok((Session::new(child, &self.shared.config, hold), sandbox)),
                 Err(lost) => tracing::warn!(
                     pid,
                     ending = ?lost.ending,
@@ -148,7 +150,7 @@ impl Workers {
 
     /// Empties the slot, waiting for a spare being made (it started before
     /// any fresh spawn would).
-    fn take_parked(&self) -> Option<(ParkedWorker, Enforcement)> {
+    fn take_parked(&self) -> Option<(ParkedWorker, Enforcement, Hold)> {
         if !self.shared.config.keep_spare {
             return None;
         }
@@ -182,7 +184,7 @@ impl Workers {
         let until = Instant::now() + max_wait;
         let mut slot = self.shared.slot();
         loop {
-            if let Some((parked, _)) = &slot.parked {
+            if let Some((parked, _, _)) = &slot.parked {
                 return Some(parked.pid());
             }
             let left = until.saturating_duration_since(Instant::now());
@@ -225,7 +227,8 @@ fn fill(shared: &Shared) {
         let closed = slot.closed;
         match made {
             Ok((session, sandbox)) if !closed => {
-                slot.parked = Some((session.child.park(), sandbox));
+                let Session { child, hold, .. } = session;
+                slot.parked = Some((child.park(), sandbox, hold));
             }
             // Dropping the session kills and reaps the worker.
             Ok(_) => {}

@@ -125,6 +125,7 @@ fn build_store(home: &Path) -> World {
                 date: 1_790_000_000,
                 text: Some(BoundedText::new(format!("filler message {update}")).unwrap()),
                 photo: None,
+                photo_too_large: false,
                 reply_to_message_id: None,
                 command: None,
             };

@@ -85,6 +85,7 @@ fn turn_events_with(
         date: 1_790_000_000 + update,
         text: Some(BoundedText::new(message).unwrap()),
         photo: None,
+        photo_too_large: false,
         reply_to_message_id: None,
         command: None,
     };

@@ -96,4 +96,10 @@ pub enum ContextError {
         /// The blob.
         sha256: String,
     },
+    /// An image blob's bytes differ from the snapshot's hash or size.
+    #[error("image {sha256} does not match the snapshot's hash and size")]
+    ImageMismatch {
+        /// The blob the snapshot names.
+        sha256: String,
+    },
 }

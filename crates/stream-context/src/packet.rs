@@ -7,8 +7,7 @@ use base64::Engine as _;
 use stream_core::annotation;
 use stream_core::payload::ProposalKind;
 use stream_protocol::{
-    Capability, HistoryMessage, HistoryToolCall, Image, MAX_CALLS, MAX_IMAGE_BYTES, OutputMode,
-    Protocol,
+    Capability, HistoryMessage, HistoryToolCall, Image, MAX_CALLS, OutputMode, Protocol,
 };
 /// What [`build`] is given and gives (the engine names these here, not in
 /// the wire crate it does not link).
@@ -32,10 +31,17 @@ fn image(store: &dyn Read, turn: &UserTurn) -> Result<Option<Image>, ContextErro
     let missing = || ContextError::Image {
         sha256: image.sha256.to_string(),
     };
-    if image.size > MAX_IMAGE_BYTES as u64 {
+    if stream_core::payload::photo_too_large(image.size) {
         return Err(missing());
     }
     let bytes = store.blob(&image.sha256)?.ok_or_else(missing)?;
+    // The bytes sent are the ones the snapshot recorded, or none.
+    let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if len != image.size || stream_core::canon::sha256(&bytes) != image.sha256 {
+        return Err(ContextError::ImageMismatch {
+            sha256: image.sha256.to_string(),
+        });
+    }
     Ok(Some(Image {
         media_type: image.content_type.as_str().to_owned(),
         data_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
@@ -146,4 +152,80 @@ pub fn build(
         },
         output_mode: OutputMode::Text,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use stream_core::EventId;
+    use stream_core::text::Label;
+    use stream_store::{SqliteStore, Store};
+
+    use super::*;
+    use crate::ImageRef;
+
+    const PHOTO: &[u8] = b"\xff\xd8\xffcanary-photo-bytes";
+
+    fn turn(sha256: &stream_core::Sha256Hex, size: u64) -> UserTurn {
+        UserTurn {
+            event_id: EventId::parse(&"a".repeat(64)).unwrap(),
+            text: None,
+            image: Some(ImageRef {
+                sha256: sha256.clone(),
+                content_type: Label::new("image/jpeg").unwrap(),
+                size,
+            }),
+            command: None,
+        }
+    }
+
+    /// The photo bytes that go into a request are the ones the snapshot
+    /// recorded: a blob of another size or content fails the packet (and
+    /// so the run), and the error names only the blob.
+    #[test]
+    fn photo_bytes_that_differ_from_the_snapshot_are_never_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("store.db")).unwrap();
+        let mut tx = store.begin().unwrap();
+        let sha = tx.put_blob(PHOTO).unwrap();
+        tx.commit().unwrap();
+        let len = PHOTO.len() as u64;
+
+        let sent = image(&store, &turn(&sha, len)).unwrap().unwrap();
+        assert!(!sent.data_base64.is_empty());
+        let refused = image(&store, &turn(&sha, len + 1)).unwrap_err();
+        assert!(
+            matches!(refused, ContextError::ImageMismatch { .. }),
+            "{refused}"
+        );
+
+        // The stored bytes altered behind the snapshot's back, same length.
+        let conn = rusqlite::Connection::open(store.path()).unwrap();
+        let altered = conn
+            .execute(
+                "UPDATE blobs SET bytes = CAST(replace(CAST(bytes AS BLOB), CAST('canary' AS BLOB), CAST('CANARY' AS BLOB)) AS BLOB) WHERE sha256 = unhex(?1)",
+                [sha.to_string()],
+            )
+            .unwrap();
+        assert_eq!(altered, 1);
+        let refused = image(&store, &turn(&sha, len)).unwrap_err();
+        assert!(
+            matches!(refused, ContextError::ImageMismatch { .. }),
+            "{refused}"
+        );
+        assert!(!refused.to_string().contains("canary"));
+    }
+
+    /// One bound: a photo over it is never read, let alone sent.
+    #[test]
+    fn a_photo_over_the_one_bound_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("store.db")).unwrap();
+        let sha = stream_core::canon::sha256(b"absent");
+        let over = stream_core::payload::MAX_PHOTO_BYTES + 1;
+        assert!(matches!(
+            image(&store, &turn(&sha, over)),
+            Err(ContextError::Image { .. })
+        ));
+    }
 }

@@ -269,7 +269,7 @@ impl Engine {
         config.refill = Refill::WhenAsked;
         // And fork each worker from a warmed fork server instead of
         // spawning it: about 3 ms less CPU an attempt.
-        config.fork_server = true;
+        config.fork_server = stream_broker::serve_forks_workers();
         // The broker seals the worker in memory and hashes that copy: the
         // bundle receipts name is the worker every attempt executes.
         Broker::new(config).map_err(|e| match e {
@@ -423,6 +423,9 @@ impl Engine {
                 id: self.replies.id().to_owned(),
                 what: "fixed replies",
             })?;
+        if msg.photo_too_large {
+            return self.fixed_reply(trigger, &msg, self.photo_too_large_reply()?);
+        }
         let command = msg
             .command
             .as_ref()

@@ -40,6 +40,16 @@ impl Engine {
         })
     }
 
+    /// The answer to a message whose photo was over the one photo bound
+    /// and not stored (ingress flagged it): fixed, naming nothing the owner
+    /// sent.
+    pub(crate) fn photo_too_large_reply(&self) -> Result<ReplyText, EngineError> {
+        ReplyText::new(photo_too_large_text()).map_err(|_| EngineError::Unservable {
+            id: self.replies.id().to_owned(),
+            what: "the photo-too-large reply",
+        })
+    }
+
     /// Answers `trigger` with `text`, settled atomically like any run.
     pub(crate) fn fixed_reply(
         &self,
@@ -78,5 +88,26 @@ impl Engine {
         failed.commit_with_reply(self.store.as_ref(), &reply)?;
         tracing::info!(run = %failed.run.run_id.short(12), "run given up; failed-run reply settled");
         Ok(())
+    }
+}
+
+/// The text of [`Engine::photo_too_large_reply`], the bound in MiB.
+fn photo_too_large_text() -> String {
+    let mib = stream_core::payload::MAX_PHOTO_BYTES / (1024 * 1024);
+    format!(
+        "That photo is larger than {mib} MiB, more than I can look at, so I did not keep it. \
+         Please send a smaller one."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_photo_too_large_reply_is_fixed() {
+        assert_eq!(
+            super::photo_too_large_text(),
+            "That photo is larger than 5 MiB, more than I can look at, so I did not keep it. \
+             Please send a smaller one."
+        );
     }
 }

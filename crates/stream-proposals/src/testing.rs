@@ -95,6 +95,7 @@ impl Base {
             date: 1_790_000_000,
             text: Some(BoundedText::new(text).unwrap()),
             photo: None,
+            photo_too_large: false,
             reply_to_message_id: None,
             command: None,
         };
@@ -340,6 +341,7 @@ impl World {
             date: 1_790_000_000,
             text: Some(BoundedText::new(format!("/correct {text}")).unwrap()),
             photo: None,
+            photo_too_large: false,
             reply_to_message_id: None,
             command: Some(CommandRef {
                 name: BotCommand::Correct,

@@ -45,8 +45,10 @@ pub const MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 /// The largest provider response body the parent relays.
 pub const MAX_PROVIDER_BODY_BYTES: usize = 2 * 1024 * 1024;
 
-/// The largest image the parent puts in a packet (before base64).
-pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
+/// The largest image the parent puts in a packet (before base64): the one
+/// photo bound, `stream_core::payload::MAX_PHOTO_BYTES`.
+#[allow(clippy::cast_possible_truncation)] // 5 MiB fits any usize we build for.
+pub const MAX_IMAGE_BYTES: usize = stream_core::payload::MAX_PHOTO_BYTES as usize;
 
 /// At most this many proposal calls in one completion.
 pub const MAX_CALLS: usize = 3;

@@ -91,6 +91,13 @@ pub enum SpawnError {
         /// Its errno.
         errno: i32,
     },
+    /// A fork server answered a pid it cannot have just made; the server
+    /// must be dropped (`crate::fork::vet_answer` says why).
+    #[error("fork server answered a pid it cannot have made: {refusal}")]
+    PidRefused {
+        /// Why.
+        refusal: crate::fork::PidRefusal,
+    },
 }
 
 /// Why a read, write or wait on the child failed. Never carries the bytes.

@@ -353,3 +353,20 @@ pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), i32> {
     // SAFETY: two new descriptors; we are their only owner.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
+
+/// Fills `buf` from the kernel's random source (`getrandom`, blocking only
+/// until it is seeded, which it is long before a fork server runs).
+pub(crate) fn fill_random(buf: &mut [u8]) -> Result<(), i32> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: a live buffer and its length.
+        let rc = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        match usize::try_from(rc) {
+            Ok(n) => filled += n,
+            Err(_) if errno() == libc::EINTR => {}
+            Err(_) => return Err(errno()),
+        }
+    }
+    Ok(())
+}

@@ -121,6 +121,7 @@ fn main() {
             date: 1_790_000_000,
             text: Some(BoundedText::new("😀 /focus plan the week around the release").unwrap()),
             photo: None,
+            photo_too_large: false,
             reply_to_message_id: None,
             command: None,
         };

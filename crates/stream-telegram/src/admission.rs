@@ -42,7 +42,9 @@ pub enum DropReason {
     NoContent,
     /// Text longer than 4,096 characters.
     TextTooLong,
-    /// Every size of the photo is over the byte cap.
+    /// Every size of the photo is over the one photo bound. Not a drop any
+    /// more: ingress stores the message without it, to be answered with a
+    /// fixed reply (the code stays, for counts logged before).
     PhotoTooLarge,
     /// `getFile` or the download failed after the client's retries.
     PhotoDownloadFailed,

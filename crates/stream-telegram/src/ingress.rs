@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use stream_core::canon::Hashed;
-use stream_core::payload::{MessageReceived, PhotoRef, PrivateChat};
+use stream_core::payload::{
+    MAX_PHOTO_BYTES, MessageReceived, PhotoRef, PrivateChat, photo_too_large,
+};
 use stream_core::text::{BoundedText, Label};
 use stream_core::{EventError, EventId, NewEvent, SourceName};
 use stream_store::{AppendOutcome, Store, StoreError};
@@ -39,20 +41,13 @@ pub struct IngressConfig {
     /// `telegram.owner_user_id`: the only user whose private chat is stored.
     /// 0 (unset) admits nobody.
     pub owner_user_id: i64,
-    /// The largest photo stored, in bytes.
-    pub photo_max_bytes: u64,
 }
 
 impl IngressConfig {
-    /// The default photo cap: 10 MiB.
-    pub const DEFAULT_PHOTO_MAX_BYTES: u64 = 10 * 1024 * 1024;
-
-    /// The owner, with the default photo cap.
+    /// The owner. Photos are bounded by the one photo bound,
+    /// `stream_core::payload::MAX_PHOTO_BYTES`.
     pub fn for_owner(owner_user_id: i64) -> Self {
-        Self {
-            owner_user_id,
-            photo_max_bytes: Self::DEFAULT_PHOTO_MAX_BYTES,
-        }
+        Self { owner_user_id }
     }
 }
 
@@ -307,8 +302,17 @@ impl Ingress {
             Ok(admitted) => admitted,
             Err(dropped) => return self.commit_drop(dropped, offset).await,
         };
-        let photo = match self.fetch_photo(&admitted).await {
-            Ok(photo) => photo,
+        let (photo, photo_too_large) = match self.fetch_photo(&admitted).await {
+            Ok(photo) => (photo, false),
+            // Stored without it, to be answered with a fixed reply rather
+            // than dropped in silence.
+            Err(DropReason::PhotoTooLarge) => {
+                tracing::info!(
+                    update_id = admitted.update_id,
+                    "photo over the bound; stored without it"
+                );
+                (None, true)
+            }
             Err(reason) => {
                 let dropped = Dropped {
                     update_id: Some(admitted.update_id),
@@ -327,6 +331,7 @@ impl Ingress {
             text: admitted.text,
             // Named by its blob's digest in `Message::build`.
             photo: None,
+            photo_too_large,
             reply_to_message_id: admitted.reply_to_message_id,
             command: admitted.command,
         };
@@ -423,17 +428,18 @@ impl Ingress {
         .map_err(|_| IngressError::Join)?
     }
 
-    /// Downloads the largest photo size under the cap. `Ok(None)` when the
-    /// message has no photo.
+    /// Downloads the largest photo size within the one photo bound.
+    /// `Ok(None)` when the message has no photo, `PhotoTooLarge` when no
+    /// size fits.
     async fn fetch_photo(&self, admitted: &Admitted) -> Result<Option<Fetched>, DropReason> {
         if admitted.photo_sizes.is_empty() {
             return Ok(None);
         }
-        let cap = self.config.photo_max_bytes;
+        let cap = MAX_PHOTO_BYTES;
         let candidates: Vec<&PhotoSize> = admitted
             .photo_sizes
             .iter()
-            .filter(|p| p.file_size.is_none_or(|n| n <= cap))
+            .filter(|p| p.file_size.is_none_or(|n| !photo_too_large(n)))
             .collect();
         for size in candidates {
             let file = match self.api.get_file(&size.file_id).await {
@@ -447,7 +453,7 @@ impl Ingress {
                     return Err(DropReason::PhotoDownloadFailed);
                 }
             };
-            if file.file_size.is_some_and(|n| n > cap) {
+            if file.file_size.is_some_and(photo_too_large) {
                 continue;
             }
             let Some(path) = file.file_path.as_deref() else {
@@ -493,8 +499,8 @@ struct Message {
 
 impl Message {
     /// The event, its photo named by the digest of its bytes, and those
-    /// bytes with that digest: hashed once (up to the photo cap, 10 MiB by
-    /// default, is milliseconds of CPU), for the event and the store alike.
+    /// bytes with that digest: hashed once (up to the photo bound, 5 MiB, is
+    /// milliseconds of CPU), for the event and the store alike.
     fn build(self, source: &SourceName) -> Result<(NewEvent, Option<Hashed>), EventError> {
         let Self { mut payload, photo } = self;
         let blob = photo.map(|fetched| {

@@ -3,7 +3,7 @@
 //! Owns: the Bot API client ([`BotApi`]: typed errors, `retry_after`,
 //! bounded retries, the token kept out of every log and error); ingress in
 //! both modes — long polling ([`run_polling`]) and the webhook server
-//! ([`webhook_router`]) — over one [`Ingress`] that admits only the owner's
+//! ([`webhook_router`], served by [`serve_webhook`]) — over one [`Ingress`] that admits only the owner's
 //! private chat ([`admission`]), parses commands ([`commands`]), downloads
 //! photos into blobs and commits `stream.telegram.message.received@1`
 //! *before* acknowledging; freeze and resume without loss ([`control`]);
@@ -25,6 +25,7 @@ pub mod commands;
 pub mod control;
 pub mod delivery;
 pub mod ingress;
+pub mod listener;
 pub mod menu;
 mod offload;
 pub mod polling;
@@ -43,8 +44,9 @@ pub use delivery::{DeliveryError, DeliveryOptions, DeliveryReport, deliver_pendi
 pub use ingress::{
     Ack, BotIdentity, Ingress, IngressConfig, IngressError, IngressStats, UpdateOutcome,
 };
+pub use listener::{ListenerLimits, serve_webhook};
 pub use menu::{MenuReport, register_menu};
 pub use polling::{PollMode, PollReport, PollingOptions, run_polling};
 pub use token::{BotToken, SecretFormatError, WebhookSecret};
-pub use webhook::{ListenerLimits, WebhookOptions, serve_webhook, webhook_router};
+pub use webhook::{WebhookOptions, webhook_router};
 pub use wire::{MenuCommand, MenuCommandError};

@@ -4,14 +4,8 @@
 //! committed. A store failure answers `500` and a frozen ingress `503`, so
 //! Telegram keeps the update and sends it again.
 //!
-//! The listener ([`serve_webhook`]) holds up against peers that never
-//! authenticate: a connection still in its headers after 10 s is closed
-//! (the same bound closes a keep-alive connection idle between requests),
-//! a body stalled for 30 s is answered `408`, a connection lives at most
-//! 5 minutes, and at most 256 connections are open at once (more are
-//! closed as soon as they are accepted), so file descriptors stay bounded.
+//! The listener that serves it is [`crate::listener`].
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,29 +49,6 @@ impl WebhookOptions {
             max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
             path: "/telegram/webhook".to_owned(),
             body_read_timeout: Self::DEFAULT_BODY_READ_TIMEOUT,
-        }
-    }
-}
-
-/// The webhook listener's connection limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerLimits {
-    /// The longest wait for a request's headers, from the connection's
-    /// start or the end of the previous request (the keep-alive idle bound).
-    pub header_read_timeout: Duration,
-    /// Connections open at once; one more is closed as soon as accepted.
-    pub max_connections: usize,
-    /// The longest life of a keep-alive connection: after it, the
-    /// connection finishes its request in flight and closes.
-    pub max_connection_age: Duration,
-}
-
-impl Default for ListenerLimits {
-    fn default() -> Self {
-        Self {
-            header_read_timeout: Duration::from_secs(10),
-            max_connections: 256,
-            max_connection_age: Duration::from_secs(300),
         }
     }
 }
@@ -139,93 +110,6 @@ async fn receive(State(shared): State<Shared>, headers: HeaderMap, body: Body) -
         Err(e) => {
             tracing::warn!(error = %e, "webhook update not stored; Telegram will retry");
             StatusCode::INTERNAL_SERVER_ERROR
-        }
-    }
-}
-
-/// Serves `router` on `listener` within `limits` until `shutdown`
-/// completes; then accepts nothing more, lets each connection finish its
-/// request in flight, and returns when all are closed.
-pub async fn serve_webhook(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    limits: &ListenerLimits,
-    shutdown: impl Future<Output = ()> + Send,
-) {
-    let max = limits
-        .max_connections
-        .clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
-    let permits = Arc::new(tokio::sync::Semaphore::new(max));
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // Out of descriptors or a connection reset before accept:
-                    // pause instead of spinning, keep serving.
-                    tracing::warn!(error = ?e.kind(), "webhook accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            tracing::debug!("webhook connection cap reached; connection closed");
-            drop(stream);
-            continue;
-        };
-        let router = router.clone();
-        let limits = limits.clone();
-        let stop = stop_rx.clone();
-        tokio::spawn(async move {
-            serve_connection(stream, router, &limits, stop).await;
-            drop(permit);
-        });
-    }
-    let _ = stop_tx.send(true);
-    // Every permit back means every connection closed.
-    let _ = permits.acquire_many(max as u32).await;
-}
-
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    router: Router,
-    limits: &ListenerLimits,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .keep_alive(true);
-    let conn = builder.serve_connection(
-        hyper_util::rt::TokioIo::new(stream),
-        hyper_util::service::TowerToHyperService::new(router),
-    );
-    let mut conn = std::pin::pin!(conn);
-    let aged = tokio::time::sleep(limits.max_connection_age);
-    let mut aged = std::pin::pin!(aged);
-    let mut closing = false;
-    loop {
-        tokio::select! {
-            result = conn.as_mut() => {
-                if let Err(e) = result {
-                    // Header timeouts and resets of unauthenticated peers.
-                    tracing::debug!(error = %e, "webhook connection ended");
-                }
-                return;
-            }
-            () = &mut aged, if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
-            }
-            _ = stop.wait_for(|s| *s), if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
-            }
         }
     }
 }

@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use stream_broker::{AttemptTimeout, Broker, SealedWorker, SelfTestError, verify_worker};
+use stream_broker::{
+    AttemptTimeout, Broker, SealedWorker, SelfTestError, serve_forks_workers, verify_worker,
+};
 use stream_core::payload::ProviderApi;
 use stream_testkit::provider::ScriptedProvider;
 
@@ -54,4 +56,21 @@ fn the_self_test_waits_for_the_hello_no_longer_than_an_attempt_would() {
         took >= Duration::from_secs(1) && took < Duration::from_secs(5),
         "{took:?}"
     );
+}
+
+/// Serve forks its workers, so the self-test forks one too from the same
+/// bytes: the real worker's forked child passes, reporting what a spawned
+/// worker does, and a worker that cannot serve forks is refused.
+#[test]
+fn the_self_test_also_forks_a_worker_when_serve_would() {
+    assert!(serve_forks_workers());
+    let sealed = SealedWorker::load(&worker()).unwrap();
+    let spawned = sealed.self_test(false, TIMEOUT).unwrap();
+    let forked = sealed.self_test_forked(false, TIMEOUT).unwrap();
+    stream_sandbox::verify(&forked, false).unwrap();
+    assert_eq!(forked.namespaces, spawned.namespaces);
+    assert_eq!(forked.rlimits, spawned.rlimits);
+
+    let err = verify_worker(&misbehaving("not-a-fork-server"), false, TIMEOUT).unwrap_err();
+    assert!(matches!(err, SelfTestError::Fork(_)), "{err}");
 }

@@ -77,7 +77,11 @@ fn failure(e: ActivationError) -> Failure {
         )
         | E::Active(ActiveError::Store(s)) => s.into(),
         E::Registry(RegistryError::NotInstalled { .. } | RegistryError::Malformed { .. })
-        | E::SelfTest(SelfTestError::Image(ImageError::Seal { .. }) | SelfTestError::Spawn(_))
+        | E::SelfTest(
+            SelfTestError::Image(ImageError::Seal { .. })
+            | SelfTestError::Spawn(_)
+            | SelfTestError::Fork(_),
+        )
         | E::Telegram(_)
         | E::Ingress(_)
         | E::UnansweredWithoutServe { .. }

@@ -177,7 +177,8 @@ fn private_dir(check: &'static str, dir: &Path, may_be_missing: bool) -> Check {
 }
 
 /// The worker's hash and a sandboxed self-test, and from its report the
-/// kernel features: `worker`, `landlock`, `seccomp`, `user-namespaces`.
+/// kernel features: `worker`, `landlock`, `seccomp`, `user-namespaces`;
+/// and `worker-forked` when serve forks its workers.
 fn sandbox(config: &Config) -> Vec<Check> {
     let worker = match &config.sandbox.worker {
         Some(path) => path.clone(),
@@ -245,12 +246,43 @@ fn sandbox(config: &Config) -> Vec<Check> {
             "serve refuses this worker; see the kernel checks",
         ),
     };
-    vec![
+    let mut checks = vec![
         landlock(&enforcement),
         seccomp(&enforcement),
         user_namespaces(&enforcement),
         verdict,
-    ]
+    ];
+    if stream_broker::serve_forks_workers() {
+        checks.push(forked(&sealed, config));
+    }
+    checks
+}
+
+/// `worker-forked`: serve forks its workers, so a worker forked from the
+/// same bytes passes the same self-test.
+fn forked(sealed: &stream_broker::SealedWorker, config: &Config) -> Check {
+    let check = "worker-forked";
+    let timeout = config.provider.timeout_secs.duration();
+    match sealed.self_test_forked(true, timeout) {
+        Ok(enforcement) => {
+            match stream_sandbox::verify(&enforcement, config.sandbox.allow_unenforced) {
+                Ok(()) => ok(
+                    check,
+                    "a worker forked as serve forks them passed its sandboxed self-test",
+                ),
+                Err(e) => fail(
+                    check,
+                    format!("a forked worker: {e}"),
+                    "serve refuses such workers; see the kernel checks",
+                ),
+            }
+        }
+        Err(e) => fail(
+            check,
+            format!("a forked worker's self-test failed: {e}"),
+            "serve would spawn its workers instead; rebuild the worker with this thestream",
+        ),
+    }
 }
 
 /// A synced write in the data dir succeeds (when it exists: `serve`

@@ -59,6 +59,7 @@ fn doctor_is_all_ok_against_the_loopback_fakes_and_spends_no_tokens() {
             "seccomp",
             "user-namespaces",
             "worker",
+            "worker-forked",
             "secrets",
             "telegram",
             "provider",
@@ -67,6 +68,8 @@ fn doctor_is_all_ok_against_the_loopback_fakes_and_spends_no_tokens() {
         }
         assert!(verdict(&ran, "telegram").1.contains("@thestream_test_bot"));
         assert!(verdict(&ran, "worker").1.contains("sha256 "));
+        // Serve forks its workers: doctor tests a forked one too.
+        assert!(verdict(&ran, "worker-forked").1.contains("forked"));
         let provider = verdict(&ran, "provider").1;
         assert!(
             provider.contains("answered 200 in ") && !provider.contains("warning"),

@@ -154,6 +154,7 @@ fn message(canary: &Canary) -> MessageReceived {
         date: 1_790_000_000,
         text: Some(BoundedText::new(canary.to_string()).unwrap()),
         photo: None,
+        photo_too_large: false,
         reply_to_message_id: None,
         command: None,
     }

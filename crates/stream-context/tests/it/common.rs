@@ -72,6 +72,7 @@ impl Fixture {
             date: 1_790_000_000 + self.next_update,
             text: Some(BoundedText::new(text).unwrap()),
             photo: None,
+            photo_too_large: false,
             reply_to_message_id: None,
             command: None,
         };

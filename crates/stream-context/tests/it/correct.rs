@@ -149,6 +149,7 @@ fn owner_correction_target_rules_table() {
                     date: 1_790_001_000,
                     text: Some(BoundedText::new("filler").unwrap()),
                     photo: None,
+                    photo_too_large: false,
                     reply_to_message_id: None,
                     command: None,
                 };

@@ -67,6 +67,17 @@ pub struct PhotoRef {
     pub content_type: Label,
 }
 
+/// The largest photo stored and sent to a model, in bytes: the one bound
+/// for ingress and the packet (`stream_protocol::MAX_IMAGE_BYTES` is it).
+pub const MAX_PHOTO_BYTES: u64 = 5 * 1024 * 1024;
+
+/// Whether a photo of `size` bytes is over [`MAX_PHOTO_BYTES`]: the one
+/// decision, for ingress (not stored, a fixed reply) and the packet (never
+/// sent).
+pub fn photo_too_large(size: u64) -> bool {
+    size > MAX_PHOTO_BYTES
+}
+
 /// `stream.telegram.message.received@1`: one admitted owner message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -87,6 +98,11 @@ pub struct MessageReceived {
     pub text: Option<BoundedText<1, 4096>>,
     /// Photo, if any.
     pub photo: Option<PhotoRef>,
+    /// The message came with a photo over [`MAX_PHOTO_BYTES`], not stored
+    /// (`photo` is `None`): it is answered with a fixed reply. Absent when
+    /// false, so events without it keep their bytes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub photo_too_large: bool,
     /// The message this one replies to, if any.
     pub reply_to_message_id: Option<i64>,
     /// A command of ours: the message's first `bot_command` entity, when it

@@ -132,6 +132,7 @@ pub fn message_received() -> MessageReceived {
         date: 1_790_000_000,
         text: Some(BoundedText::new("canary-message-1 hello").unwrap()),
         photo: None,
+        photo_too_large: false,
         reply_to_message_id: None,
         command: None,
     }

@@ -368,13 +368,17 @@ pub async fn run(
                 WebhookSecret::new(secret(&secret_env)?).map_err(|_| ServeError::Secret {
                     name: secret_env.clone(),
                 })?;
-            let router = webhook_router(Arc::clone(&ingress), WebhookOptions::new(secret));
+            let router = webhook_router(Arc::clone(&ingress), WebhookOptions::new(secret.clone()));
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| ServeError::Webhook(e.kind()))?;
             let rx = stop_rx.clone();
-            tasks
-                .spawn(async move { ("ingress", axum_serve(listener, router, stopped(rx)).await) });
+            tasks.spawn(async move {
+                (
+                    "ingress",
+                    axum_serve(listener, router, secret, stopped(rx)).await,
+                )
+            });
         }
     }
     // Delivery wakes when a trigger is settled (not at every commit: a
@@ -464,10 +468,13 @@ async fn supervise(
 async fn axum_serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
+    secret: WebhookSecret,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    // Header/body timeouts, a connection cap and keep-alive limits.
-    stream_telegram::serve_webhook(listener, router, &ListenerLimits::default(), shutdown).await;
+    // Header/body timeouts, connection pools (room kept for posts with the
+    // secret) and keep-alive limits.
+    let limits = ListenerLimits::default();
+    stream_telegram::serve_webhook(listener, router, &secret, &limits, shutdown).await;
     Ok(())
 }
 

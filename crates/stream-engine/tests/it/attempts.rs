@@ -124,6 +124,7 @@ fn owner_message(store: &dyn Store, update: i64, text: &str, command: Option<Bot
         date: 1_790_000_000,
         text: Some(BoundedText::new(text).unwrap()),
         photo: None,
+        photo_too_large: false,
         reply_to_message_id: None,
         command: command.map(|name| CommandRef {
             name,
@@ -262,6 +263,61 @@ async fn fixed_replies_make_no_attempt() {
     let report = engine.process_available().await.unwrap();
     assert_eq!((report.triggers, report.completed), (3, 3));
     assert!(scripted.calls().is_empty());
+}
+
+/// A message whose photo was over the one photo bound (ingress stored it
+/// without the photo, flagged) gets the fixed reply, whatever its caption,
+/// and no attempt.
+#[tokio::test]
+async fn a_photo_over_the_bound_gets_a_fixed_reply_and_no_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
+    let scripted = Scripted::new(Vec::new());
+    let engine = Engine::with_attempter(
+        Arc::clone(&store),
+        settings(dir.path(), 3, Duration::from_millis(1)),
+        SourceName::telegram(BOT),
+        scripted.clone(),
+    )
+    .unwrap();
+    let msg = MessageReceived {
+        update_id: 1,
+        message_id: 1,
+        chat_id: OWNER,
+        chat_type: PrivateChat,
+        sender_id: OWNER,
+        date: 1_790_000_000,
+        text: Some(BoundedText::new("canary-caption what is this?").unwrap()),
+        photo: None,
+        photo_too_large: true,
+        reply_to_message_id: None,
+        command: None,
+    };
+    store
+        .append(&NewEvent::build(&SourceName::telegram(BOT), None, None, &msg).unwrap())
+        .unwrap();
+    let report = engine.process_available().await.unwrap();
+    assert_eq!((report.triggers, report.completed), (1, 1));
+    assert!(scripted.calls().is_empty());
+    let source = SourceName::agent("telegram-replies").unwrap();
+    let texts: Vec<String> = store
+        .events(&EventQuery::source_after(&source, 0).limit(10))
+        .unwrap()
+        .iter()
+        .filter(|e| e.is::<MessageObservation>())
+        .map(|e| {
+            e.decode::<MessageObservation>()
+                .unwrap()
+                .text
+                .as_str()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts.len(), 1);
+    assert!(
+        texts[0].starts_with("That photo is larger than 5 MiB"),
+        "{texts:?}"
+    );
 }
 
 /// The backoff before attempt n+1 is at least `retry_backoff · 2^(n-1)`
@@ -524,6 +580,7 @@ async fn an_unreadable_receipt_refuses_correct_with_the_fixed_failure_reply() {
         date: 1_790_000_200,
         text: Some(BoundedText::new("/correct better").unwrap()),
         photo: None,
+        photo_too_large: false,
         reply_to_message_id: None,
         command: Some(CommandRef {
             name: BotCommand::Correct,

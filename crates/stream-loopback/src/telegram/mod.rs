@@ -17,6 +17,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+/// The largest file the Bot API lets a bot download (`getFile`).
+const MAX_BOT_DOWNLOAD_BYTES: usize = 20 * 1024 * 1024;
+
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -532,6 +535,10 @@ async fn api(shared: &Arc<Shared>, method: &str, params: &Value) -> Response {
             let file_id = params.get("file_id").and_then(Value::as_str).unwrap_or("");
             let inner = shared.lock();
             match inner.files.get(file_id) {
+                // As the Bot API: a bot downloads files up to 20 MB only.
+                Some(file) if file.bytes.len() > MAX_BOT_DOWNLOAD_BYTES => {
+                    fail(400, "Bad Request: file is too big")
+                }
                 Some(file) => ok(json!({
                     "file_id": file_id,
                     "file_unique_id": file.file_unique_id,

@@ -8,12 +8,13 @@
 //! worker's and runs OP there. `--fork-server` serves forks
 //! (`stream_sandbox::fork`): each child reads one line, `OP [ARG]`, runs it
 //! and prints its line with the child's own report. `--lying-fork-server
-//! init|self|mute` is a fork server that answers pid 1 or its own pid, or
-//! never answers.
+//! init|self|mute|PID` is a fork server that answers pid 1, its own pid or
+//! PID, or never answers.
 //!
 //! Output: `{"op":…,"ok":bool,"errno":n|null,"value":…,"enforcement":{…}|null,
 //! "enterMicros":"…"}` (the time `enter` took, as a string);
 //! if entering the sandbox fails, `{"op":…,"sandboxError":"…"}` and exit 3.
+//! `at-random` reports the `AT_RANDOM` bytes and the stack-protector canary.
 //! `echo` prints back every line it reads, and nothing else, until end-of-file; `flood` and
 //! `stderr-flood` write until killed; `exec` prints nothing if it succeeds.
 
@@ -142,6 +143,7 @@ fn run(op: &str, arg: Option<&str>) -> Outcome {
                 Err(errno())
             }
         }
+        "at-random" => Ok(at_random()),
         "hang" => {
             let mut sink = Vec::new();
             io(std::io::stdin().read_to_end(&mut sink).map(|n| json!(n)))
@@ -151,6 +153,33 @@ fn run(op: &str, arg: Option<&str>) -> Outcome {
         "stderr-flood" => flood(&mut std::io::stderr()),
         _ => Err(None),
     }
+}
+
+/// The 16 `AT_RANDOM` bytes and, on x86_64, the stack-protector canary
+/// (`%fs:0x28`), as hex.
+fn at_random() -> Value {
+    // SAFETY: getauxval reads the auxiliary vector; AT_RANDOM points at 16
+    // bytes the kernel placed on the initial stack.
+    let at = unsafe { libc::getauxval(libc::AT_RANDOM) } as *const u8;
+    if at.is_null() {
+        return Value::Null;
+    }
+    let mut bytes = [0u8; 16];
+    // SAFETY: as above; 16 readable bytes.
+    unsafe { std::ptr::copy_nonoverlapping(at, bytes.as_mut_ptr(), 16) };
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    #[cfg(target_arch = "x86_64")]
+    let canary = {
+        let value: u64;
+        // SAFETY: reads the thread control block's canary word.
+        unsafe {
+            std::arch::asm!("mov {}, qword ptr fs:0x28", out(reg) value, options(nostack, preserves_flags, readonly));
+        }
+        Value::from(hex(&value.to_le_bytes()))
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let canary = Value::Null;
+    json!({"atRandom": hex(&bytes), "canary": canary})
 }
 
 fn flood(out: &mut dyn Write) -> Outcome {
@@ -237,12 +266,13 @@ fn forked_child(entered: Result<Enforcement, stream_sandbox::SandboxError>) -> u
 }
 
 /// Answers every request with a pid that is not a child it made (`init`,
-/// `self`), or never answers (`mute`).
+/// `self`, or the number given), or never answers (`mute`).
 fn lying_fork_server(whom: Option<&str>) -> i32 {
     let pid = match whom {
         Some("self") => std::process::id(),
         Some("mute") => 0,
-        _ => 1,
+        Some(number) => number.parse().unwrap_or(1),
+        None => 1,
     };
     // The socket is stdin, read and written as a server does.
     // SAFETY: fd 0 is open and nothing else in this process uses it.

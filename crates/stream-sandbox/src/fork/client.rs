@@ -1,5 +1,6 @@
 //! The broker's side: starting a fork server and getting a child from it.
 
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -29,6 +30,57 @@ pub struct ForkServer {
     server: Child,
     pid: libc::pid_t,
     socket: UnixStream,
+    /// Every pid this server has answered and we accepted.
+    seen: HashSet<libc::pid_t>,
+}
+
+/// Why a fork server's answer is not taken as a new child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PidRefusal {
+    /// The server's own pid.
+    #[error("the server's own pid")]
+    ServerItself,
+    /// A pid this server answered before.
+    #[error("a pid it answered before")]
+    AlreadySeen,
+    /// The pid of a worker the caller already has (a parked spare or a
+    /// running worker).
+    #[error("the pid of a worker already in use")]
+    InUse,
+    /// Not a child of this process.
+    #[error("not our child")]
+    NotOurChild,
+}
+
+/// The one check of a fork server's answer before it is supervised: not
+/// the server, never answered before, not a worker the caller has (a
+/// server could otherwise hand us a pid we already hold and have it
+/// killed or confused with a fresh child), and our own child.
+fn vet_answer(
+    pid: libc::pid_t,
+    server: libc::pid_t,
+    seen: &HashSet<libc::pid_t>,
+    in_use: &dyn Fn(libc::pid_t) -> bool,
+    our_child: impl FnOnce() -> Result<bool, i32>,
+) -> Result<(), SpawnError> {
+    let refused = |refusal| Err(SpawnError::PidRefused { refusal });
+    if pid == server {
+        return refused(PidRefusal::ServerItself);
+    }
+    if seen.contains(&pid) {
+        return refused(PidRefusal::AlreadySeen);
+    }
+    if in_use(pid) {
+        return refused(PidRefusal::InUse);
+    }
+    match our_child() {
+        Ok(true) => Ok(()),
+        Ok(false) => refused(PidRefusal::NotOurChild),
+        Err(errno) => Err(SpawnError::Supervise {
+            what: "waitid",
+            errno,
+        }),
+    }
 }
 
 impl ForkServer {
@@ -67,6 +119,7 @@ impl ForkServer {
             server,
             pid,
             socket,
+            seen: HashSet::new(),
         };
         this.socket
             .set_read_timeout(Some(ready_wait))
@@ -85,12 +138,21 @@ impl ForkServer {
         self.pid
     }
 
+    /// [`ForkServer::fork_among`] for a caller that holds no other worker.
+    pub fn fork(&mut self, limits: &SpawnLimits) -> Result<WorkerChild, SpawnError> {
+        self.fork_among(limits, &|_| false)
+    }
+
     /// One child of the server, supervised like a spawned worker: its
     /// wall clock runs from this call. Fails if the server does not answer
-    /// within 5 s (or the wall clock, if shorter), or answers a pid that is
-    /// not a child of this process or is the server itself; then the
-    /// server should be dropped.
-    pub fn fork(&mut self, limits: &SpawnLimits) -> Result<WorkerChild, SpawnError> {
+    /// within 5 s (or the wall clock, if shorter), or answers a pid
+    /// [`vet_answer`] refuses (`in_use` says which pids the caller's other
+    /// workers have); then the server should be dropped.
+    pub fn fork_among(
+        &mut self,
+        limits: &SpawnLimits,
+        in_use: &dyn Fn(libc::pid_t) -> bool,
+    ) -> Result<WorkerChild, SpawnError> {
         let started = Instant::now();
         let pipe_error = |which| move |_: i32| SpawnError::Pipe { which };
         let (child_in, our_in) = sys::pipe().map_err(pipe_error("stdin"))?;
@@ -127,27 +189,14 @@ impl ForkServer {
                 errno: pid.checked_neg().unwrap_or(libc::EIO),
             });
         }
-        let not_ours = SpawnError::Supervise {
-            what: "fork server answered a pid that is not our child",
-            errno: libc::ECHILD,
-        };
-        if pid == self.pid {
-            return Err(not_ours);
-        }
         let pidfd = sys::pidfd_open(pid).map_err(|errno| SpawnError::Supervise {
             what: "pidfd_open",
             errno,
         })?;
-        match sys::is_our_child(pidfd.as_fd()) {
-            Ok(true) => {}
-            Ok(false) => return Err(not_ours),
-            Err(errno) => {
-                return Err(SpawnError::Supervise {
-                    what: "waitid",
-                    errno,
-                });
-            }
-        }
+        vet_answer(pid, self.pid, &self.seen, in_use, || {
+            sys::is_our_child(pidfd.as_fd())
+        })?;
+        self.seen.insert(pid);
         let pipes = (
             ChildStdin::from(our_in),
             ChildStdout::from(our_out),
@@ -163,5 +212,32 @@ impl Drop for ForkServer {
     fn drop(&mut self) {
         let _ = self.server.kill();
         let _ = self.server.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One row per refusal, in the order they are checked.
+    #[test]
+    fn vet_answer_table() {
+        let seen: HashSet<libc::pid_t> = [40].into();
+        let in_use = |pid| pid == 50;
+        let rows: [(libc::pid_t, bool, Option<PidRefusal>); 5] = [
+            (7, true, Some(PidRefusal::ServerItself)),
+            (40, true, Some(PidRefusal::AlreadySeen)),
+            (50, true, Some(PidRefusal::InUse)),
+            (60, false, Some(PidRefusal::NotOurChild)),
+            (60, true, None),
+        ];
+        for (pid, ours, want) in rows {
+            let got = match vet_answer(pid, 7, &seen, &in_use, || Ok(ours)) {
+                Ok(()) => None,
+                Err(SpawnError::PidRefused { refusal }) => Some(refusal),
+                Err(other) => panic!("{pid}: {other}"),
+            };
+            assert_eq!(got, want, "pid {pid}");
+        }
     }
 }

@@ -18,7 +18,8 @@
 //!    as a spawned worker), and answers the child's pid (4 bytes, little
 //!    endian; a negative errno if the fork failed).
 //!
-//! The child puts the three descriptors on 0–2, closes everything else,
+//! The child first gets `AT_RANDOM` bytes and a stack-protector canary of
+//! its own (`reseed`), then puts the three descriptors on 0–2, closes everything else,
 //! and narrows itself to a worker's sandbox before it reads anything: its
 //! own fresh namespaces, `RLIMIT_NPROC` 0, the worker's seccomp filter on
 //! top of the server's ([`crate::enter`]'s stages c and f, which the server
@@ -26,14 +27,17 @@
 //! attempt, like a spawned worker, and exits.
 //!
 //! The broker trusts the server's answer no further than it must: the pid
-//! must be its own child and not the server ([`ForkServer::fork`]); the
+//! must be its own child, not the server, not one the server answered
+//! before and not a worker the broker already has
+//! ([`ForkServer::fork_among`]); the
 //! child's hello, with its sandbox report, is then verified as any
 //! worker's.
 
 mod client;
+mod reseed;
 mod server;
 
-pub use client::ForkServer;
+pub use client::{ForkServer, PidRefusal};
 pub use server::serve_forks;
 
 /// What a fork server writes once it is ready to fork.

@@ -18,6 +18,10 @@ const EXIT_NO_STDIO: i32 = 125;
 /// Exit status of a child whose attempt panicked (a Rust `main`'s).
 const EXIT_PANIC: i32 = 101;
 
+/// Exit status of a child that could not get a canary of its own: it must
+/// not run with its siblings'.
+const EXIT_NO_RESEED: i32 = 124;
+
 /// Serves forks until the broker closes the socket (`Ok`), after
 /// [`crate::enter_fork_server`] returned `server` with `policy`.
 ///
@@ -40,6 +44,9 @@ pub fn serve_forks(
         };
         let answer = match sys::fork_sibling() {
             Ok(0) => {
+                if super::reseed::reseed().is_err() {
+                    std::process::exit(EXIT_NO_RESEED);
+                }
                 // A panic ends the child here, with a fixed status, instead
                 // of unwinding through the server's frames in the child.
                 let code = match stdio_from(fds) {

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
+use stream_sandbox::fork::PidRefusal;
 use stream_sandbox::{Ending, ForkServer, SpawnError, SpawnLimits, verify};
 use stream_testkit::procs;
 
@@ -192,14 +193,50 @@ fn a_child_that_panics_exits_and_the_server_serves_on() {
 
 #[test]
 fn a_pid_the_server_did_not_make_is_refused() {
-    for whom in ["init", "self"] {
+    for (whom, why) in [
+        ("init", PidRefusal::NotOurChild),
+        ("self", PidRefusal::ServerItself),
+    ] {
         let mut server = server(&["--lying-fork-server", whom]).expect("lying server");
         let err = server.fork(&limits()).expect_err(whom);
         assert!(
-            matches!(err, SpawnError::Supervise { errno, .. } if errno == libc::ECHILD),
+            matches!(err, SpawnError::PidRefused { refusal } if refusal == why),
             "{whom}: {err}"
         );
     }
+}
+
+/// A server that answers the pid of a worker we already hold (our child,
+/// so the child check alone would take it) is refused, and the worker
+/// lives on.
+#[test]
+fn a_pid_of_a_worker_in_use_is_refused() {
+    let mut honest = server(&["--fork-server"]).expect("fork server");
+    let mut held = honest.fork(&limits()).expect("fork");
+    held.write_line(b"hang").unwrap();
+    let held_pid = held.pid();
+    let mut liar = server(&["--lying-fork-server", &held_pid.to_string()]).expect("liar");
+    let err = liar
+        .fork_among(&limits(), &|pid| pid == held_pid)
+        .expect_err("in use");
+    assert!(
+        matches!(
+            err,
+            SpawnError::PidRefused {
+                refusal: PidRefusal::InUse
+            }
+        ),
+        "{err}"
+    );
+    held.close_stdin();
+    let line = held.read_line(Duration::from_secs(20)).unwrap().unwrap();
+    let line: Value = serde_json::from_slice(&line).unwrap();
+    assert_eq!(
+        line["ok"],
+        Value::Bool(true),
+        "the held worker lived on: {line}"
+    );
+    held.wait(Duration::from_secs(20)).unwrap();
 }
 
 /// A server that takes the request and never answers: the fork fails
@@ -228,4 +265,23 @@ fn a_dead_fork_server_fails_the_fork() {
 #[test]
 fn a_binary_that_is_not_a_fork_server_is_refused() {
     assert!(server(&["enforcement"]).is_err());
+}
+
+/// Siblings do not share the server's stack-protector canary: each child
+/// has `AT_RANDOM` bytes of its own, and runs with the canary glibc derives
+/// from them (the first word, lowest byte zero), as a fresh process does.
+#[test]
+fn forked_children_have_distinct_at_random_bytes() {
+    let mut server = server(&["--fork-server"]).expect("fork server");
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..4 {
+        let line = forked(&mut server, "at-random").line.expect("forked line");
+        let value = &line["value"];
+        let at_random = value["atRandom"].as_str().expect("atRandom").to_owned();
+        assert_eq!(at_random.len(), 32);
+        if let Some(canary) = value["canary"].as_str() {
+            assert_eq!(canary, format!("00{}", &at_random[2..16]), "{line}");
+        }
+        assert!(seen.insert(at_random), "two children share AT_RANDOM");
+    }
 }

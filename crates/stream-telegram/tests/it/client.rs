@@ -301,3 +301,20 @@ async fn the_token_never_appears_in_errors_debug_or_logs() {
     );
     assert_no_leak(&[canary], &logs(), "captured logs");
 }
+
+/// The fake refuses what the Bot API refuses: `getFile` of a file over the
+/// 20 MB a bot may download is `400 file is too big`, not a path.
+#[tokio::test]
+async fn the_fake_refuses_get_file_over_20_mb_as_the_bot_api_does() {
+    let env = Env::start().await;
+    env.fake
+        .add_file("huge", "u-huge", vec![0xFF; 20 * 1024 * 1024 + 1]);
+    env.fake
+        .add_file("fits", "u-fits", vec![0xFF; 20 * 1024 * 1024]);
+    let err = env.api.get_file("huge").await.unwrap_err();
+    assert!(
+        matches!(&err, ApiError::Refused { code: 400, description, .. } if description.contains("file is too big")),
+        "{err}"
+    );
+    assert!(env.api.get_file("fits").await.is_ok());
+}

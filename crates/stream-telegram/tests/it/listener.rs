@@ -10,7 +10,7 @@ use stream_telegram::{ListenerLimits, WebhookOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{Env, owner_text};
+use crate::common::{Env, OWNER, owner_text, text_from};
 use crate::webhook::{serve_with, wait_stored};
 
 fn quick(header_read_timeout: Duration, max_connections: usize) -> ListenerLimits {
@@ -131,5 +131,46 @@ async fn two_thousand_idle_connections_do_not_exhaust_descriptors() {
         .unwrap();
     env.fake.push_update(owner_text("a real update"));
     assert!(wait_stored(&env, 1).await, "the real update was not stored");
+    drop(idle);
+}
+
+/// Issue 41: room is kept for Telegram. With the default cap's worth of
+/// idle connections open, a post carrying the secret on a new connection
+/// still gets `200` (and is stored); the oldest idle connection made room
+/// for it and was answered `408`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_post_gets_200_while_the_cap_s_worth_of_idle_connections_are_open() {
+    let limits = ListenerLimits::default();
+    let env = Env::start().await;
+    let server = serve_with(env.ingress().await, |_| {}, limits.clone()).await;
+    let mut idle = Vec::with_capacity(limits.max_connections);
+    for _ in 0..limits.max_connections {
+        idle.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    // Let the server take every connection off its backlog.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let update =
+        serde_json::json!({"update_id": 7, "message": text_from(OWNER, "through the crowd")});
+    let body = serde_json::to_vec(&update).unwrap();
+    let head = format!(
+        "POST /telegram/webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         X-Telegram-Bot-Api-Secret-Token: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        server.secret.expose(),
+        body.len()
+    );
+    let mut post = TcpStream::connect(server.addr).await.unwrap();
+    post.write_all(head.as_bytes()).await.unwrap();
+    post.write_all(&body).await.unwrap();
+    let answer = until_closed(&mut post, Duration::from_secs(5))
+        .await
+        .expect("the post was never answered");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    assert_eq!(env.messages().len(), 1);
+
+    let oldest = until_closed(&mut idle[0], Duration::from_secs(5))
+        .await
+        .expect("the oldest idle connection was kept");
+    assert!(oldest.starts_with("HTTP/1.1 408"), "{oldest:?}");
     drop(idle);
 }

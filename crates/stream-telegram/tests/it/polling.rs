@@ -172,7 +172,6 @@ async fn a_duplicate_update_converges() {
 #[tokio::test]
 async fn bad_input_is_dropped_and_ingress_keeps_running() {
     let env = Env::start().await;
-    env.fake.add_file("big", "u-big", vec![0xFF; 5000]);
     env.fake.add_file("gone", "u-gone", vec![0xFF; 10]);
     let canary = Canary::new("bad-input");
     // Malformed: a message whose chat has the wrong type.
@@ -185,11 +184,6 @@ async fn bad_input_is_dropped_and_ingress_keeps_running() {
     env.fake.push_update(json!({}));
     env.fake
         .push_update(json!({"edited_message": text_from(OWNER, canary.as_str())}));
-    // Every size over the cap.
-    env.fake.push_update(photo_message(
-        json!([{"file_id": "big", "file_unique_id": "u-big", "width": 800, "height": 600, "file_size": 5000}]),
-        Some(canary.as_str()),
-    ));
     // The download fails on every attempt.
     for _ in 0..4 {
         env.fake.inject("file", Fault::ServerError { status: 502 });
@@ -200,12 +194,7 @@ async fn bad_input_is_dropped_and_ingress_keeps_running() {
     ));
     let good = env.fake.push_update(owner_text("still here"));
 
-    let ingress = env
-        .ingress_with(IngressConfig {
-            owner_user_id: OWNER,
-            photo_max_bytes: 1000,
-        })
-        .await;
+    let ingress = env.ingress_with(IngressConfig::for_owner(OWNER)).await;
     let report = drain(&ingress).await;
     let stored = env.messages();
     assert_eq!(stored.len(), 1, "{report:?}");
@@ -215,7 +204,6 @@ async fn bad_input_is_dropped_and_ingress_keeps_running() {
         "malformed",
         "no-message",
         "edited-message",
-        "photo-too-large",
         "photo-download-failed",
     ] {
         assert!(stats.dropped.contains_key(reason), "{reason}: {stats:?}");
@@ -226,9 +214,47 @@ async fn bad_input_is_dropped_and_ingress_keeps_running() {
     assert_no_leak(&[canary], &logs(), "captured logs");
     let log = logs();
     assert!(
-        log.contains("reason=\"photo-too-large\"") || log.contains("reason=photo-too-large"),
+        log.contains("reason=\"photo-download-failed\"")
+            || log.contains("reason=photo-download-failed"),
         "reason codes are logged"
     );
+}
+
+/// One photo bound for ingress and the packet: a photo with no size within
+/// it (declared, reported by `getFile`, or found while downloading) is not
+/// stored, and its message is, flagged, to be answered with a fixed reply;
+/// one at the bound is stored whole.
+#[tokio::test]
+async fn a_photo_over_the_one_bound_is_stored_without_it_to_be_answered() {
+    const BOUND: usize = stream_core::payload::MAX_PHOTO_BYTES as usize;
+    let env = Env::start().await;
+    env.fake.add_file("over", "u-over", vec![0xFF; BOUND + 1]);
+    env.fake.add_file("at", "u-at", vec![0xFF; BOUND]);
+    let declared = env.fake.push_update(photo_message(
+        json!([{"file_id": "over", "file_unique_id": "u-over", "width": 800, "height": 600, "file_size": BOUND + 1}]),
+        Some("canary-caption"),
+    ));
+    let undeclared = env.fake.push_update(photo_message(
+        json!([{"file_id": "over", "file_unique_id": "u-over", "width": 800, "height": 600}]),
+        None,
+    ));
+    let at = env.fake.push_update(photo_message(
+        json!([{"file_id": "at", "file_unique_id": "u-at", "width": 800, "height": 600, "file_size": BOUND}]),
+        None,
+    ));
+    let ingress = env.ingress().await;
+    let report = drain(&ingress).await;
+    let stored = env.messages();
+    assert_eq!(stored.len(), 3, "{report:?}");
+    for (_, msg) in &stored {
+        let over = msg.update_id == declared || msg.update_id == undeclared;
+        assert_eq!(msg.photo_too_large, over, "{}", msg.update_id);
+        assert_eq!(msg.photo.is_some(), !over, "{}", msg.update_id);
+        if msg.update_id == at {
+            assert_eq!(msg.photo.as_ref().map(|p| p.size), Some(BOUND as u64));
+        }
+    }
+    assert!(ingress.stats().dropped.is_empty());
 }
 
 #[tokio::test]

@@ -46,8 +46,9 @@ pub async fn serve_with(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let secret_for_server = secret.clone();
     tokio::spawn(async move {
-        serve_webhook(listener, router, &limits, async {
+        serve_webhook(listener, router, &secret_for_server, &limits, async {
             let _ = stopped.await;
         })
         .await;
