@@ -39,9 +39,6 @@ mod private;
 mod readonly;
 mod rows;
 mod sqlite;
-mod sqlite_events;
-mod sqlite_parts;
-mod sqlite_readonly;
 mod usage;
 
 pub use migrate::SCHEMA_VERSION;

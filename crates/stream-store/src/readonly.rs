@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::postgres::readonly::PostgresReader;
-use crate::sqlite_readonly::SqliteReader;
+use crate::sqlite::readonly::SqliteReader;
 use crate::{Read, StoreError, StoreUsage};
 
 /// A store opened for reading only. It implements [`Read`] and nothing

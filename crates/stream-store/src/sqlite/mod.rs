@@ -2,6 +2,10 @@
 //! process, `BEGIN IMMEDIATE`, and a busy timeout so that a running `serve`
 //! and a CLI decision can write one file safely.
 
+pub(crate) mod events;
+pub(crate) mod parts;
+pub(crate) mod readonly;
+
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -15,14 +19,14 @@ use stream_core::{
 };
 
 use crate::migrate::{Budget, check_identity, migrate};
-use crate::sqlite_events::{
-    insert_event, read_event, read_events, read_events_after_position, read_last_position,
-};
-use crate::sqlite_parts::{KeyForm, put_snapshot, read_snapshot};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
     Tx, VersionRow,
 };
+use events::{
+    insert_event, read_event, read_events, read_events_after_position, read_last_position,
+};
+use parts::{KeyForm, put_snapshot, read_snapshot};
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -492,7 +496,7 @@ macro_rules! impl_read {
 
 impl_read!(SqliteStore, s => lock(&s.reader));
 impl_read!(SqliteTx<'_>, t => t.conn);
-impl_read!(crate::sqlite_readonly::SqliteReader, s => lock(&s.conn));
+impl_read!(readonly::SqliteReader, s => lock(&s.conn));
 
 impl Store for SqliteStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
@@ -708,5 +712,4 @@ impl Tx for SqliteTx<'_> {
 }
 
 #[cfg(test)]
-#[path = "sqlite_tests.rs"]
 mod tests;
