@@ -21,7 +21,6 @@ pub mod conformance;
 mod delegate;
 #[cfg(feature = "conformance")]
 pub mod faulty;
-mod migrate;
 mod parts;
 #[cfg(feature = "conformance")]
 pub mod pgtest;
@@ -41,12 +40,12 @@ mod rows;
 mod sqlite;
 mod usage;
 
-pub use migrate::SCHEMA_VERSION;
 pub use parts::SnapshotBytes;
 pub use postgres::{PG_SCHEMA_VERSION, PostgresStore, TlsRefusal};
 pub use readonly::ReadOnlyStore;
 pub use rows::*;
 pub use sqlite::SqliteStore;
+pub use sqlite::migrate::SCHEMA_VERSION;
 pub use usage::StoreUsage;
 
 use stream_core::canon::Hashed;

@@ -3,6 +3,7 @@
 //! and a CLI decision can write one file safely.
 
 pub(crate) mod events;
+pub(crate) mod migrate;
 pub(crate) mod parts;
 pub(crate) mod readonly;
 
@@ -18,7 +19,6 @@ use stream_core::{
     canon::{Hashed, sha256},
 };
 
-use crate::migrate::{Budget, check_identity, migrate};
 use crate::{
     AppendOutcome, DocumentRow, EventQuery, Progress, Read, RunRow, RunStatus, Store, StoreError,
     Tx, VersionRow,
@@ -26,6 +26,7 @@ use crate::{
 use events::{
     insert_event, read_event, read_events, read_events_after_position, read_last_position,
 };
+use migrate::{Budget, check_identity, migrate};
 use parts::{KeyForm, put_snapshot, read_snapshot};
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -130,7 +131,7 @@ impl SqliteStore {
             rows,
             transactions: Some(transactions),
         };
-        Ok(migrate(path, &conn, &budget)? == crate::migrate::Done::Finished)
+        Ok(migrate(path, &conn, &budget)? == migrate::Done::Finished)
     }
 
     /// Runs `f` on the reader connection (statistics and backup read

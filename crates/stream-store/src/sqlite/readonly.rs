@@ -30,7 +30,7 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, OpenFlags};
 
-use crate::migrate::check_readable;
+use crate::sqlite::migrate::check_readable;
 use crate::sqlite::{classify, configure_reads, data_version, lock};
 use crate::{StoreError, StoreUsage};
 
