@@ -38,7 +38,6 @@ mod private;
 mod readonly;
 mod rows;
 mod sqlite;
-mod usage;
 
 pub use parts::SnapshotBytes;
 pub use postgres::{PG_SCHEMA_VERSION, PostgresStore, TlsRefusal};
@@ -46,7 +45,7 @@ pub use readonly::ReadOnlyStore;
 pub use rows::*;
 pub use sqlite::SqliteStore;
 pub use sqlite::migrate::SCHEMA_VERSION;
-pub use usage::StoreUsage;
+pub use sqlite::usage::StoreUsage;
 
 use stream_core::canon::Hashed;
 use stream_core::{

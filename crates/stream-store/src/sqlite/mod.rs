@@ -6,6 +6,7 @@ pub(crate) mod events;
 pub(crate) mod migrate;
 pub(crate) mod parts;
 pub(crate) mod readonly;
+pub(crate) mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, MutexGuard};

@@ -92,7 +92,7 @@ impl SqliteReader {
 
     /// The store's size and its bytes by kind.
     pub(crate) fn usage(&self) -> Result<StoreUsage, StoreError> {
-        crate::usage::usage_of(&self.path, &lock(&self.conn))
+        super::usage::usage_of(&self.path, &lock(&self.conn))
     }
 
     /// The connection itself, for tests that try to write through it.
