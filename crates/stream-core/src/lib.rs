@@ -20,6 +20,7 @@
 pub mod annotation;
 pub mod canon;
 pub mod event;
+mod hex_id;
 pub mod ids;
 pub mod json;
 pub mod literal;
