@@ -78,7 +78,7 @@ fn configure(path: &Path, conn: &Connection) -> Result<(), StoreError> {
 pub(crate) fn configure_reads(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
     // Without it, a cached statement is compiled again after every new
-    // binding (the bundled SQLite has STAT4; `sqlite_tests` says more).
+    // binding (the bundled SQLite has STAT4; `sqlite::tests` says more).
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(backend)?;
     // A level of snapshot parts is read with its keys bound as one array.
