@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use stream_core::payload::ProviderApi;
 use stream_protocol::{BrokerResponse, Packet, WorkerResult};
-use stream_worker::validate::{PreparedPacket, evaluate_response};
+use stream_worker::capture::{PreparedPacket, evaluate_response};
 
 static PACKET: OnceLock<Packet> = OnceLock::new();
 static PREPARED: OnceLock<PreparedPacket<'static>> = OnceLock::new();
@@ -39,6 +39,6 @@ fuzz_target!(|data: &[u8]| {
         if let Some(target) = args.get("target_output").and_then(|v| v.as_str()) {
             assert!(target == "latest" || packet.capability.correction_targets.iter().any(|t| t.as_str() == target));
         }
-        assert!(arguments.len() <= stream_worker::validate::MAX_ARGUMENT_BYTES);
+        assert!(arguments.len() <= stream_worker::capture::MAX_ARGUMENT_BYTES);
     }
 });

@@ -245,7 +245,7 @@ fn main() {
         };
         parse.push(t.elapsed());
         let t = Instant::now();
-        let prepared = stream_worker::validate::PreparedPacket::new(&got).unwrap();
+        let prepared = stream_worker::capture::PreparedPacket::new(&got).unwrap();
         prepare.push(t.elapsed());
         let t = Instant::now();
         let body = stream_provider::build_request(prepared.packet()).unwrap();

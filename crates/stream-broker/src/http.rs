@@ -8,7 +8,7 @@ use stream_core::payload::ProviderApi;
 use stream_protocol::MAX_PROVIDER_BODY_BYTES;
 
 use crate::BrokerError;
-use crate::attempt::AttemptError;
+use crate::failure::AttemptError;
 
 /// The `anthropic-version` header sent with every Anthropic request.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

@@ -42,12 +42,14 @@
 #![deny(missing_docs)]
 
 mod attempt;
+mod failure;
 mod forks;
 mod http;
 mod selftest;
 mod spare;
 
-pub use attempt::{AttemptError, AttemptReport, Stage};
+pub use attempt::AttemptReport;
+pub use failure::{AttemptError, Stage};
 pub use http::ANTHROPIC_VERSION;
 pub use selftest::{SealedWorker, SelfTestError, verify_worker};
 pub use stream_protocol::{ALLOW_UNENFORCED_FLAG, FORK_SERVER_FLAG};

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use stream_sandbox::{Enforcement, ParkedWorker, WorkerImage};
 
 use crate::BrokerConfig;
-use crate::attempt::{self, AttemptError, Session};
+use crate::attempt::{self, Session};
+use crate::failure::AttemptError;
 use crate::forks::{Forks, Hold};
 
 /// The sealed image, the config, and the optional spare slot.

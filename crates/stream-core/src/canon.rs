@@ -6,7 +6,7 @@
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::ids::Sha256Hex;
+use crate::hex_id::Sha256Hex;
 
 /// Canonicalization failed: the value cannot be represented as I-JSON
 /// (for example a map whose keys are not strings).

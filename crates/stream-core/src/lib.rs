@@ -22,6 +22,7 @@ pub mod annotation;
 pub mod bounds;
 pub mod canon;
 pub mod event;
+mod hex_id;
 pub mod ids;
 pub mod json;
 pub mod literal;

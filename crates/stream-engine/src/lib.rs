@@ -13,7 +13,7 @@
 //! recorded, resumable steps (`thestream activate`), cooperating with a
 //! running `serve` through the control rows of [`cooperation`].
 //!
-//! Read [`Engine::process_available`] first, then [`model`]. The engine is
+//! Read [`Engine::process_available`] first, then [`model_run`]. The engine is
 //! the only orchestrator besides the CLI; the rules it applies live in the
 //! crates it calls.
 
@@ -26,7 +26,7 @@ pub mod cooperation;
 mod correct;
 mod engine;
 mod fixed;
-pub mod model;
+pub mod model_run;
 pub mod serve;
 mod settings;
 

@@ -22,7 +22,6 @@ mod delegate;
 #[cfg(feature = "conformance")]
 pub mod faulty;
 mod lease;
-mod migrate;
 mod parts;
 #[cfg(feature = "conformance")]
 pub mod pgtest;
@@ -40,24 +39,47 @@ mod private;
 mod readonly;
 mod rows;
 mod sqlite;
-mod sqlite_events;
-mod sqlite_parts;
-mod sqlite_readonly;
-mod usage;
 
 pub use lease::{LEASE_ROW, Lease, LeaseAttempt, LeaseHolder, LeaseLost, LeaseState};
-pub use migrate::SCHEMA_VERSION;
 pub use parts::SnapshotBytes;
 pub use postgres::{PG_SCHEMA_VERSION, PostgresStore, TlsRefusal};
 pub use readonly::ReadOnlyStore;
 pub use rows::*;
 pub use sqlite::SqliteStore;
-pub use usage::StoreUsage;
+pub use sqlite::migrate::SCHEMA_VERSION;
 
 use stream_core::canon::Hashed;
 use stream_core::{
     DocumentId, EventId, NewEvent, RunId, Sha256Hex, SnapshotId, SourceName, StoredEvent, VersionId,
 };
+
+/// The store's size and what takes it up. Blob bytes are split into those
+/// of snapshot parts, of document versions, and the rest (photos and other
+/// blobs: the store does not know which blob is a photo).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreUsage {
+    /// The database file plus its write-ahead log.
+    pub file_bytes: u64,
+    /// Events stored.
+    pub events: u64,
+    /// Bytes of event rows (payload and envelope columns), with the texts
+    /// stored out of their payloads (SQLite, schema 11), each once.
+    pub event_bytes: u64,
+    /// Snapshots stored as parts.
+    pub snapshots: u64,
+    /// Distinct snapshot parts (blobs in part encoding).
+    pub snapshot_parts: u64,
+    /// Their bytes.
+    pub snapshot_part_bytes: u64,
+    /// Distinct blobs holding document versions.
+    pub document_blobs: u64,
+    /// Their bytes.
+    pub document_bytes: u64,
+    /// Every other blob (photos, declarations, whole snapshots of schema 1).
+    pub other_blobs: u64,
+    /// Their bytes.
+    pub other_blob_bytes: u64,
+}
 
 /// Every way the store can refuse or fail. Carries ids and counts, never
 /// payload content.

@@ -6,7 +6,7 @@
 //! hash: the very blob of the document version holding it, stored once.
 //! The store does not interpret the bytes; `stream_core::parts` cuts and
 //! rejoins them. A backend supplies the queries (for SQLite,
-//! `sqlite_parts`): storing a [`Split`]'s parts, the root of an id, and
+//! `sqlite::parts`): storing a [`Split`]'s parts, the root of an id, and
 //! the parts of one level of the tree in one query.
 
 use stream_core::canon::sha256;

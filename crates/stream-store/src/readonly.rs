@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::postgres::readonly::PostgresReader;
-use crate::sqlite_readonly::SqliteReader;
+use crate::sqlite::readonly::SqliteReader;
 use crate::{Read, StoreError, StoreUsage};
 
 /// A store opened for reading only. It implements [`Read`] and nothing
@@ -29,7 +29,7 @@ enum Backend {
 
 impl ReadOnlyStore {
     /// Opens the store file (`store.db`) at `path` for reading. What this
-    /// does to the file and its `-wal`/`-shm` is in `sqlite_readonly`'s
+    /// does to the file and its `-wal`/`-shm` is in `sqlite::readonly`'s
     /// documentation (nothing to `store.db` and `store.db-wal`).
     pub fn open_sqlite(path: &Path) -> Result<Self, StoreError> {
         Ok(Self {

@@ -34,7 +34,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use stream_worker::canned_exchange;
-use stream_worker::validate::Compiled;
+use stream_worker::capture::Compiled;
 
 /// Run in a fresh copy of this binary: time the canned exchange twice,
 /// compiling its schemas each time, and print both.

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use crate::validate::Compiled;
+use crate::capture::Compiled;
 
 pub(crate) fn main(policy: &stream_sandbox::Policy) -> ExitCode {
     let Ok(server) = stream_sandbox::enter_fork_server(policy) else {

@@ -15,7 +15,7 @@
 //! packet; each child it forks narrows itself to a worker's sandbox and
 //! then serves one attempt exactly as above.
 //!
-//! Read [`validate::validate_completion`] first: every capture rule of the
+//! Read [`capture::validate_completion`] first: every capture rule of the
 //! tool rules (docs/design.md §9) is that one pure function.
 //!
 //! The worker has no filesystem, network, environment or credentials. It
@@ -26,9 +26,9 @@
 
 #![deny(missing_docs)]
 
+pub mod capture;
 mod fork_server;
 mod run;
-pub mod validate;
 mod warm;
 
 pub use run::{WorkerFailure, report_failure, serve, serve_then};
@@ -75,7 +75,7 @@ pub fn run_main() -> ExitCode {
     }
     ExitCode::from(attempt(
         stream_sandbox::enter(&policy),
-        validate::Compiled::none(),
+        capture::Compiled::none(),
     ))
 }
 
@@ -83,7 +83,7 @@ pub fn run_main() -> ExitCode {
 /// the exit code.
 fn attempt(
     entered: Result<stream_sandbox::Enforcement, stream_sandbox::SandboxError>,
-    compiled: validate::Compiled,
+    compiled: capture::Compiled,
 ) -> u8 {
     let mut stdout = std::io::stdout().lock();
     let sandbox = match entered.map(|e| serde_json::to_value(&e)) {

@@ -9,7 +9,7 @@ use stream_protocol::{
     WorkerFrame,
 };
 
-use crate::validate::{Compiled, PacketError, PreparedPacket, evaluate_response};
+use crate::capture::{Compiled, PacketError, PreparedPacket, evaluate_response};
 
 /// Why an attempt ended without a result frame. Content-dark.
 #[derive(Debug, thiserror::Error)]

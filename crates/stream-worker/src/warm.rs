@@ -16,7 +16,7 @@
 
 use stream_protocol::{BrokerResponse, Packet, WorkerFrame, WorkerResult};
 
-use crate::validate::{Compiled, PreparedPacket, evaluate_response};
+use crate::capture::{Compiled, PreparedPacket, evaluate_response};
 
 const PACKET: &str = include_str!("warm_packet.json");
 const RESPONSE: &str = include_str!("warm_response.json");

@@ -25,7 +25,7 @@
 
 use std::borrow::Cow;
 
-use crate::ids::{checked_hex_bytes, hex_digits};
+use crate::hex_id::{checked_hex_bytes, hex_digits};
 
 /// Every part written now starts with these bytes.
 pub const HEADER: &[u8] = b"tsp3";

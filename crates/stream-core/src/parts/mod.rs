@@ -32,7 +32,7 @@ pub use join::{PartCheck, join, join_levels};
 pub use text::{TextCut, cut_text, splice_text, stored_as_text};
 
 use crate::canon::sha256_digest;
-use crate::ids::{Sha256Hex, hex_digits};
+use crate::hex_id::{Sha256Hex, hex_digits};
 use format::{Kind, Ref, encode, unpacked_len};
 use raw::Raw;
 
@@ -197,7 +197,7 @@ fn ends_run(child: &Node, bounds: &Bounds) -> bool {
     let first = hasher.finalize()[0] >> 4;
     bounds
         .ends
-        .contains(&crate::ids::HEX_DIGITS[usize::from(first)])
+        .contains(&crate::hex_id::HEX_DIGITS[usize::from(first)])
 }
 
 /// How long a run grows: it may end (per [`ends_run`]) once its part holds

@@ -2,7 +2,7 @@
 //! without creating or changing anything, reads everything without
 //! changing `store.db` or its WAL, and sees a writer's commits as they
 //! land. What SQLite does to the `-wal`/`-shm` companions is measured here
-//! and documented in `sqlite_readonly`.
+//! and documented in `sqlite::readonly`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

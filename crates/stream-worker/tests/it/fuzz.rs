@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use stream_protocol::{BrokerResponse, WorkerResult};
-use stream_worker::validate::{MAX_ARGUMENT_BYTES, PreparedPacket, evaluate_response};
+use stream_worker::capture::{MAX_ARGUMENT_BYTES, PreparedPacket, evaluate_response};
 
 use crate::common::*;
 

@@ -4,7 +4,7 @@ use serde_json::json;
 use stream_core::payload::{RunFailureReason as R, ThinkingMarker};
 use stream_protocol::{CallResult, OutputMode, Packet, WorkerResult};
 use stream_provider::ParsedCompletion;
-use stream_worker::validate::{
+use stream_worker::capture::{
     MAX_ARGUMENT_BYTES, PacketError, PreparedPacket, validate_completion,
 };
 

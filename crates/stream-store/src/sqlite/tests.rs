@@ -48,7 +48,7 @@ fn reads_by_source_type_and_roots_seek_their_indexes() {
         ),
     ];
     for (query, index) in queries {
-        let (sql, args) = crate::sqlite_events::query_sql(&query).unwrap();
+        let (sql, args) = crate::sqlite::events::query_sql(&query).unwrap();
         let plan: Vec<String> = store.with_reader(|c| {
             let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
             stmt.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
@@ -103,7 +103,7 @@ fn reading_by_position_seeks_the_rowid() {
     let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
     for (sql, args, expected) in [
         (
-            crate::sqlite_events::EVENTS_AFTER_POSITION.as_str(),
+            crate::sqlite::events::EVENTS_AFTER_POSITION.as_str(),
             &[1, 100][..],
             "SEARCH e USING INTEGER PRIMARY KEY (rowid>?)",
         ),

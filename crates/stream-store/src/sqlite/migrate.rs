@@ -9,8 +9,8 @@ use stream_core::SnapshotId;
 use stream_core::canon::sha256;
 
 use crate::StoreError;
+use crate::sqlite::parts::{KeyForm, put_snapshot};
 use crate::sqlite::{backend, classify};
-use crate::sqlite_parts::{KeyForm, put_snapshot};
 
 /// `PRAGMA application_id` of a thestream store ("tStr").
 const APPLICATION_ID: i32 = 0x7453_7472;
@@ -702,10 +702,10 @@ mod tests {
         // by the index on the key's first 8 bytes), as the store runs it.
         for query in [
             &*crate::sqlite::READ_BLOB,
-            &*crate::sqlite_parts::READ_LEVEL,
-            &*crate::sqlite_parts::STORED_KEYS,
+            &*crate::sqlite::parts::READ_LEVEL,
+            &*crate::sqlite::parts::STORED_KEYS,
             &*crate::sqlite::INSERT_BLOB,
-            &*crate::sqlite_events::READ_EVENT,
+            &*crate::sqlite::events::READ_EVENT,
         ] {
             let mut stmt = conn
                 .prepare(&format!("EXPLAIN QUERY PLAN {query}"))

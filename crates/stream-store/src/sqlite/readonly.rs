@@ -30,7 +30,7 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, OpenFlags};
 
-use crate::migrate::check_readable;
+use crate::sqlite::migrate::check_readable;
 use crate::sqlite::{classify, configure_reads, data_version, lock};
 use crate::{StoreError, StoreUsage};
 
@@ -92,7 +92,7 @@ impl SqliteReader {
 
     /// The store's size and its bytes by kind.
     pub(crate) fn usage(&self) -> Result<StoreUsage, StoreError> {
-        crate::usage::usage_of(&self.path, &lock(&self.conn))
+        super::usage::usage_of(&self.path, &lock(&self.conn))
     }
 
     /// The connection itself, for tests that try to write through it.

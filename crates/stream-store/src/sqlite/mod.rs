@@ -2,6 +2,12 @@
 //! process, `BEGIN IMMEDIATE`, and a busy timeout so that a running `serve`
 //! and a CLI decision can write one file safely.
 
+pub(crate) mod events;
+pub(crate) mod migrate;
+pub(crate) mod parts;
+pub(crate) mod readonly;
+pub(crate) mod usage;
+
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,15 +20,15 @@ use stream_core::{
     canon::{Hashed, sha256},
 };
 
-use crate::migrate::{Budget, check_identity, migrate};
-use crate::sqlite_events::{
-    insert_event, read_event, read_events, read_events_after_position, read_last_position,
-};
-use crate::sqlite_parts::{KeyForm, put_snapshot, read_snapshot};
 use crate::{
     AppendOutcome, DiskFault, DocumentRow, EventQuery, Progress, Read, Recovery, RunRow, RunStatus,
     Store, StoreError, Tx, VersionRow,
 };
+use events::{
+    insert_event, read_event, read_events, read_events_after_position, read_last_position,
+};
+use migrate::{Budget, check_identity, migrate};
+use parts::{KeyForm, put_snapshot, read_snapshot};
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -96,7 +102,7 @@ fn configure(path: &Path, conn: &Connection) -> Result<(), StoreError> {
 pub(crate) fn configure_reads(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
     // Without it, a cached statement is compiled again after every new
-    // binding (the bundled SQLite has STAT4; `sqlite_tests` says more).
+    // binding (the bundled SQLite has STAT4; `sqlite::tests` says more).
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(backend)?;
     // A level of snapshot parts is read with its keys bound as one array.
@@ -186,7 +192,7 @@ impl SqliteStore {
             rows,
             transactions: Some(transactions),
         };
-        Ok(migrate(path, &conn, &budget)? == crate::migrate::Done::Finished)
+        Ok(migrate(path, &conn, &budget)? == migrate::Done::Finished)
     }
 
     /// Runs `f` on the reader connection (statistics and backup read
@@ -552,7 +558,7 @@ macro_rules! impl_read {
 
 impl_read!(SqliteStore, s => lock(&s.reader));
 impl_read!(SqliteTx<'_>, t => t.conn);
-impl_read!(crate::sqlite_readonly::SqliteReader, s => lock(&s.conn));
+impl_read!(readonly::SqliteReader, s => lock(&s.conn));
 
 impl Store for SqliteStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
@@ -778,5 +784,4 @@ impl Tx for SqliteTx<'_> {
 }
 
 #[cfg(test)]
-#[path = "sqlite_tests.rs"]
 mod tests;

@@ -1,40 +1,13 @@
-//! What the store holds, in bytes by kind, and its online backup.
+//! What a SQLite store holds, in bytes by kind ([`StoreUsage`]), and its
+//! online backup.
 
 use std::path::Path;
 
 use rusqlite::Connection;
 use rusqlite::backup::{Backup, StepResult};
 
-use crate::StoreError;
 use crate::sqlite::{SqliteStore, backend};
-
-/// The store's size and what takes it up. Blob bytes are split into those
-/// of snapshot parts, of document versions, and the rest (photos and other
-/// blobs: the store does not know which blob is a photo).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StoreUsage {
-    /// The database file plus its write-ahead log.
-    pub file_bytes: u64,
-    /// Events stored.
-    pub events: u64,
-    /// Bytes of event rows (payload and envelope columns), with the texts
-    /// stored out of their payloads (SQLite, schema 11), each once.
-    pub event_bytes: u64,
-    /// Snapshots stored as parts.
-    pub snapshots: u64,
-    /// Distinct snapshot parts (blobs in part encoding).
-    pub snapshot_parts: u64,
-    /// Their bytes.
-    pub snapshot_part_bytes: u64,
-    /// Distinct blobs holding document versions.
-    pub document_blobs: u64,
-    /// Their bytes.
-    pub document_bytes: u64,
-    /// Every other blob (photos, declarations, whole snapshots of schema 1).
-    pub other_blobs: u64,
-    /// Their bytes.
-    pub other_blob_bytes: u64,
-}
+use crate::{StoreError, StoreUsage};
 
 /// A blob in part encoding: it starts with one of `stream_core::parts::HEADERS`
 /// (checked by `the_part_header_is_what_usage_recognises`). A
