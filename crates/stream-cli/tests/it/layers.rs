@@ -118,7 +118,7 @@ fn the_store_interprets_no_payload_and_links_no_telegram_provider_or_proposals()
     let found = naming(
         "stream-store",
         &["payload::", "stream_core::payload"],
-        &["conformance", "sqlite_tests", "faulty", "pgtest"],
+        &["conformance", "tests", "faulty", "pgtest"],
     );
     assert!(found.is_empty(), "{found:?}");
 }
