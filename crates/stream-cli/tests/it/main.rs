@@ -21,6 +21,7 @@ mod foundation;
 mod full_disk;
 mod inspect;
 mod live;
+mod llama;
 mod memory_decisions;
 mod memory_root;
 mod pair;
