@@ -46,7 +46,7 @@ const CALL_REFUSALS: [&str; 6] = [
 ];
 
 /// A small output limit keeps a CPU turn short.
-const MAX_OUTPUT_TOKENS: u32 = 96;
+const MAX_OUTPUT_TOKENS: u32 = 48;
 
 /// The server `scripts/with-llama` started.
 struct Llama {
