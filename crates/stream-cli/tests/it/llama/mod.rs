@@ -197,6 +197,25 @@ fn raw_call_text(text: &str) -> bool {
         || (text.contains("\"name\"") && TOOLS.iter().any(|t| text.contains(t)))
 }
 
+/// The check above, without a server: what it must catch and let through.
+#[test]
+fn raw_call_text_is_template_tags_or_a_tool_named_in_json() {
+    for raw in [
+        "<tool_call>\n{\"name\": \"request_memory_change\"}",
+        "done</tool_call>",
+        "{\"name\": \"propose_focus\", \"arguments\": {}}",
+    ] {
+        assert!(raw_call_text(raw), "{raw}");
+    }
+    for fine in [
+        "The capital of France is Paris.",
+        "{\"name\": \"France\"}",
+        "I can propose_focus for you.",
+    ] {
+        assert!(!raw_call_text(fine), "{fine}");
+    }
+}
+
 /// The system's rules for one turn, whatever the model did.
 fn assert_settled(turn: &Turn) {
     let why = turn.summary();
