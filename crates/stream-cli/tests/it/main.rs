@@ -24,6 +24,7 @@ mod inspect;
 mod layers;
 mod lease;
 mod live;
+mod llama;
 mod memory_decisions;
 mod memory_root;
 mod pair;
