@@ -236,3 +236,36 @@ fn rejections_corrections_and_reruns() {
     });
     assert_eq!(mem.memory(), golden());
 }
+
+/// Decided where the root is not held, an accepted memory change is
+/// recorded and left to the serve that holds it (nothing written into the
+/// root), which materializes it; a rejection there is final at once.
+#[test]
+fn a_review_only_place_records_and_leaves_memory_to_the_root() {
+    let mem = Mem::new();
+    let review_only = Place::ReviewOnly(mem.config.trusted.clone());
+    let req = request(&mem.w.memory, Disposition::Accept);
+    let done = decide(&mem.w.store, &review_only, &req).unwrap();
+    assert!(matches!(done.decided, Decided::Recorded(_)));
+    assert!(matches!(done.applied, Ok(Applied::LeftToServe)));
+    assert_eq!(root_and_lock(&mem), (vec!["memory.md".to_owned()], false));
+    assert!(mem.outcomes().is_empty());
+
+    let mut cursor = 0;
+    let report = materialize_pending(&mem.w.store, &mem.config, &mut cursor).unwrap();
+    assert_eq!((report.settled, report.unsettled), (1, 0));
+    assert_eq!(mem.memory(), golden());
+
+    let mem = Mem::new();
+    let review_only = Place::ReviewOnly(mem.config.trusted.clone());
+    let rejected = decide(
+        &mem.w.store,
+        &review_only,
+        &request(&mem.w.memory, Disposition::Reject),
+    )
+    .unwrap();
+    assert!(matches!(
+        rejected.applied,
+        Ok(Applied::Memory(MaterializeOutcome::Rejected))
+    ));
+}
