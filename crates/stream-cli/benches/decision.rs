@@ -5,9 +5,9 @@
 //! - accepting a self-correction (chain replay, decision and judgment in one
 //!   transaction);
 //! - accepting a memory append on a 64 KiB `memory.md` (chain replay and
-//!   decision, with the materializer's lock, revalidation, scan and
-//!   owner-only temporary file beside the decision's commit; then the
-//!   rename, scan, verification and receipt).
+//!   decision committed; then the materializer's lock, revalidation, scan
+//!   and owner-only temporary file, the rename, scan, verification and
+//!   receipt).
 //!
 //! `cargo bench -p stream-cli --bench decision` prints the medians and
 //! their ratios to `--version` (samples alternate, so machine load hits all

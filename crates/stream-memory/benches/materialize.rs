@@ -14,19 +14,19 @@
 //! - the materialization of an accepted `append` on a 64 KiB `memory.md`
 //!   (`materialize`: chain verification, lock, revalidation, scan, owner-only
 //!   write with fsyncs and rename, scan, verification, receipt), alone and
-//!   with its decision (`decide_and_materialize`: verified once, the write
-//!   prepared while the decision commits; and, alternated with it, the
-//!   decision committed first, then `materialize_verified`);
+//!   with its decision (`decide::decide`: verified once, the decision
+//!   committed, then the write prepared and renamed; and, alternated with
+//!   it, the same two steps called by hand, `record_verified_decision`
+//!   then `materialize_verified`);
 //!
 //! - a correction decision + projection again, in a store that also holds
 //!   300 photos of 200 KiB;
 //!
 //! - the durability floor of a memory decision: its four flushes done by
-//!   hand on the same disk, in the order the crash rules need (the
-//!   decision's commit beside a 64 KiB file written and fsynced, as
-//!   `decide_and_materialize` does; then its rename and the root's fsync;
-//!   then a commit holding a 64 KiB row, for the new version and its
-//!   receipt);
+//!   hand on the same disk, in the order `decide` makes them (the
+//!   decision's commit; then a 64 KiB file written and fsynced, its rename
+//!   and the root's fsync; then a commit holding a 64 KiB row, for the new
+//!   version and its receipt);
 //!
 //! each also as a ratio to the raw transaction (and the memory decision to
 //! its floor); before and after, and the memory decision and its floor,
@@ -46,9 +46,9 @@ use std::time::{Duration, Instant};
 use stream_core::payload::{Disposition, EvidenceIds, MemoryOperation};
 use stream_core::text::{BoundedText, Label};
 use stream_core::{EventId, SourceName};
+use stream_memory::decide::{Applied, Place, decide};
 use stream_memory::materialize::{
-    MaterializeConfig, MaterializeOutcome, decide_and_materialize, materialize,
-    materialize_verified,
+    MaterializeConfig, MaterializeOutcome, materialize, materialize_verified,
 };
 use stream_proposals::chain::verify_chain;
 use stream_proposals::decision::{DecisionRequest, record_decision, record_verified_decision};
@@ -137,20 +137,15 @@ fn correction_proposal(w: &mut World) -> EventId {
 }
 
 /// The four flushes of a memory decision on a `len`-byte `memory.md` in
-/// `root`, by hand: the decision's commit and the new file's fsync side by
-/// side (neither depends on the other), both durable before the rename;
-/// the rename durable before the receipt commits.
+/// `root`, by hand and in turn: the decision's commit, the new file's
+/// fsync (nothing is written into the root before the decision is
+/// durable), the rename made durable, the receipt's commit.
 fn durability_floor(raw: &mut RawCommits, root: &std::path::Path, len: usize) {
     let tmp = root.join(".memory.md.tmp");
-    std::thread::scope(|scope| {
-        let staged = scope.spawn(|| {
-            let mut file = std::fs::File::create(&tmp).unwrap();
-            file.write_all(&vec![b'a'; len]).unwrap();
-            file.sync_all().unwrap();
-        });
-        raw.commit().unwrap();
-        staged.join().unwrap();
-    });
+    raw.commit().unwrap();
+    let mut file = std::fs::File::create(&tmp).unwrap();
+    file.write_all(&vec![b'a'; len]).unwrap();
+    file.sync_all().unwrap();
     std::fs::rename(&tmp, root.join("memory.md")).unwrap();
     std::fs::File::open(root).unwrap().sync_all().unwrap();
     raw.commit_sized(len).unwrap();
@@ -253,17 +248,18 @@ fn main() {
             assert!(matches!(outcome, MaterializeOutcome::Materialized { .. }));
         },
     );
+    let place = Place::Root(config.clone());
     let decide = |proposal: EventId| {
-        let done = decide_and_materialize(&store, &config, &request(&proposal)).unwrap();
+        let done = decide(&store, &place, &request(&proposal)).unwrap();
         assert!(matches!(
-            done.materialized,
-            Some(Ok(MaterializeOutcome::Materialized { .. }))
+            done.applied,
+            Ok(Applied::Memory(MaterializeOutcome::Materialized { .. }))
         ));
     };
-    let (decision_and_materialize, memory_in_turn) = measure_pair(
+    let (decision_and_materialize, memory_by_hand) = measure_pair(
         |i| propose(i, false),
         decide,
-        // The decision committed before the materializer starts.
+        // The same two steps, called by hand.
         |proposal| {
             let record =
                 record_verified_decision(&store, &request(&proposal), &config.trusted).unwrap();
@@ -328,10 +324,7 @@ fn main() {
         "memory decision + materialize (64 KiB)",
         decision_and_materialize,
     );
-    report(
-        "  the same, decision committed first (before)",
-        memory_in_turn,
-    );
+    report("  the same, its two steps called by hand", memory_by_hand);
     report("  the same, alternated with its floor", memory_beside_floor);
     report("  its durability floor (its flushes by hand)", memory_floor);
     println!(

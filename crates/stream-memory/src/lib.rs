@@ -13,6 +13,8 @@
 //! reviewer sees: a proposal's diff computed with the materializer's own
 //! byte composition, and the audit log of every `memory.md` version;
 //! [`blame`] says which version brought each line of the current one.
+//! [`decide`] is the one home of "decide a proposal": record the decision,
+//! then project or materialize it.
 //!
 //! Read [`materialize::materialize`] and [`scan::scan`] first.
 //!
@@ -23,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod blame;
+pub mod decide;
 pub mod frontmatter;
 pub mod lock;
 pub mod materialize;

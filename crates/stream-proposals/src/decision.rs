@@ -179,38 +179,20 @@ pub fn record_verified_decision(
     req: &DecisionRequest,
     trusted: &TrustedKeys,
 ) -> Result<DecisionRecord, DecisionError> {
-    record_verified_decision_with(store, req, trusted, |_| {})
-}
-
-/// [`record_verified_decision`] that hands the verified (and authorized)
-/// decision to `before_commit` once it is appended and before it commits, so that
-/// work which depends on it but makes nothing visible (the materializer's
-/// preparation) can start beside the commit. That work must not make the
-/// decision's effect visible until this returned `Ok`: the commit may
-/// still fail.
-pub fn record_verified_decision_with(
-    store: &dyn Store,
-    req: &DecisionRequest,
-    trusted: &TrustedKeys,
-    before_commit: impl FnOnce(&VerifiedDecision),
-) -> Result<DecisionRecord, DecisionError> {
     let mut tx = store.begin()?;
     let (decided, verified) = decide_in(&mut *tx, req, trusted)?;
     let correction = match &verified {
-        Ok(verified) => {
-            before_commit(verified);
-            match verified.decision().proposal_kind {
-                DecidableKind::SelfCorrection => {
-                    match project_verified_correction_in(&mut *tx, verified) {
-                        Err(ProjectError::Store(e) | ProjectError::Chain(ChainError::Store(e))) => {
-                            return Err(e.into());
-                        }
-                        other => Some(other),
+        Ok(verified) => match verified.decision().proposal_kind {
+            DecidableKind::SelfCorrection => {
+                match project_verified_correction_in(&mut *tx, verified) {
+                    Err(ProjectError::Store(e) | ProjectError::Chain(ChainError::Store(e))) => {
+                        return Err(e.into());
                     }
+                    other => Some(other),
                 }
-                DecidableKind::MemoryChange => None,
             }
-        }
+            DecidableKind::MemoryChange => None,
+        },
         Err(_) => None,
     };
     tx.commit()?;

@@ -18,6 +18,9 @@ use crate::{
 #[path = "conformance_positions.rs"]
 mod positions;
 pub use positions::*;
+#[path = "conformance_model.rs"]
+mod model;
+pub use model::a_random_history_answers_as_the_model_does;
 
 /// Generates one `#[test]` per conformance function, each on `$fresh`
 /// (an expression yielding a fresh `Box<dyn Store>` or `impl Store`). With
@@ -59,7 +62,8 @@ macro_rules! conformance_suite {
             positions_strictly_increase_in_commit_order_across_sources,
             reading_after_the_last_position_returns_nothing,
             an_aborted_transaction_leaves_no_position_visible,
-            paging_by_limit_misses_nothing_while_another_writer_appends
+            paging_by_limit_misses_nothing_while_another_writer_appends,
+            a_random_history_answers_as_the_model_does
         );
     };
     (@required $fresh:expr; $($name:ident),*) => {

@@ -377,45 +377,70 @@ impl EventQuery {
 
 /// Reads, available both on a store (each call sees the latest commit) and
 /// inside a transaction (sees the transaction's own writes).
+///
+/// Every method must answer from committed state only (on a store) or from
+/// committed state plus this transaction's writes (on a [`Tx`]); a dropped
+/// transaction's writes must never be seen. Each method's "must"
+/// sentences are what `conformance::a_random_history_answers_as_the_model_does`
+/// checks a backend against.
 pub trait Read {
-    /// One event by id.
+    /// One event by id. Must return the event exactly as appended (every
+    /// envelope field, the payload bytes) with the `seq` it was given, or
+    /// `None` when no committed (or own) append inserted that id.
     fn event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError>;
-    /// Events matching a query.
+    /// Events matching a query. Must return exactly the events every given
+    /// filter admits (source, `after_seq` < seq < `before_seq`, type,
+    /// root), in commit order, or by `seq` when a source is given,
+    /// descending when asked, cut to `limit`; an empty `roots` list must
+    /// match nothing.
     fn events(&self, query: &EventQuery) -> Result<Vec<StoredEvent>, StoreError>;
-    /// The highest `seq` of a source (0 when empty).
+    /// The highest `seq` of a source. Must be 0 for a source without events
+    /// and equal the number of its events otherwise (`seq` is gap-free).
     fn source_head(&self, source: &SourceName) -> Result<u64, StoreError>;
-    /// The names of all sources with events.
+    /// The names of all sources with events. Must name each source holding
+    /// at least one event once, and no other.
     fn sources(&self) -> Result<Vec<SourceName>, StoreError>;
-    /// A run row.
+    /// A run row. Must return the row last put under that id, or `None`.
     fn run(&self, id: &RunId) -> Result<Option<RunRow>, StoreError>;
-    /// Runs in a status, oldest first.
+    /// Runs in a status, oldest first. Must return every run whose last
+    /// put row has that status, and no other.
     fn runs_with_status(&self, status: RunStatus) -> Result<Vec<RunRow>, StoreError>;
-    /// A consumer's progress.
+    /// A consumer's progress. Must return the value last set, or `None`.
     fn progress(&self, consumer: &str) -> Result<Option<Progress>, StoreError>;
-    /// A control value.
+    /// A control value. Must return the value last set under `key`, or
+    /// `None`.
     fn control(&self, key: &str) -> Result<Option<serde_json::Value>, StoreError>;
-    /// A document.
+    /// A document. Must return the row `ensure_document` made, with the
+    /// current pointer last set, or `None`.
     fn document(&self, id: &DocumentId) -> Result<Option<DocumentRow>, StoreError>;
-    /// All documents of a source.
+    /// All documents of a source. Must return each document bound to
+    /// `source`, and no other.
     fn documents(&self, source: &SourceName) -> Result<Vec<DocumentRow>, StoreError>;
-    /// An immutable document version.
+    /// An immutable document version. Must return the version as first
+    /// inserted, or `None`.
     fn version(&self, id: &VersionId) -> Result<Option<VersionRow>, StoreError>;
-    /// A blob's bytes.
+    /// A blob's bytes. Must return the bytes stored under that SHA-256, or
+    /// `None`.
     fn blob(&self, sha256: &Sha256Hex) -> Result<Option<Vec<u8>>, StoreError>;
     /// A snapshot's bytes, reassembled from its parts and the whole checked
     /// against its id; a missing or altered part is
     /// [`StoreError::SnapshotPart`] (each part is hashed to name it), a
     /// whole blob that does not match is [`StoreError::SnapshotHash`].
+    /// Must return the bytes given to `put_snapshot` byte for byte, or
+    /// `None` when that id was never stored.
     fn snapshot(&self, id: &SnapshotId) -> Result<Option<SnapshotBytes>, StoreError>;
     /// Up to `limit` events with position > `after`, in position order:
     /// a reader that pages from the last position it saw misses nothing
     /// and repeats nothing, since positions are handed out in commit order.
+    /// Must return at most `limit` events, positions strictly increasing,
+    /// and, paged to the end, every committed event once, in commit order.
     fn events_after_position(
         &self,
         after: u64,
         limit: usize,
     ) -> Result<Vec<PositionedEvent>, StoreError>;
-    /// The highest position (0 when empty).
+    /// The highest position. Must be 0 when empty, else the position of
+    /// the last event `events_after_position` returns.
     fn last_position(&self) -> Result<u64, StoreError>;
 }
 
@@ -432,46 +457,63 @@ pub struct PositionedEvent {
 }
 
 /// A write transaction: everything in it commits together or not at all.
-/// Dropping it without [`Tx::commit`] rolls back.
+/// Dropping it without [`Tx::commit`] rolls back: none of its writes may
+/// then be seen, nor any `seq` or position it used be left as a gap. Its
+/// own reads ([`Read`]) must see its writes.
 pub trait Tx: Read {
-    /// Appends one event under the identity rule.
+    /// Appends one event under the identity rule. Must insert an absent id
+    /// at its source's next `seq` (`Inserted`); must write nothing for a
+    /// present id, answering `Converged` with its `seq` when every envelope
+    /// field and the payload are the same, else `Conflict`; the
+    /// transaction must stay usable after either.
     fn append(&mut self, event: &NewEvent) -> Result<AppendOutcome, StoreError>;
     /// Stores bytes under the SHA-256 they were hashed with (idempotent):
     /// a reader that hashed them to name them in an event hands them on
-    /// without a second hash.
+    /// without a second hash. Must keep one copy per digest; storing it
+    /// again must change nothing.
     fn put_hashed(&mut self, blob: &Hashed<&[u8]>) -> Result<(), StoreError>;
-    /// Stores bytes under their SHA-256 (idempotent).
+    /// Stores bytes under their SHA-256 (idempotent). Must return that
+    /// digest, as [`Tx::put_hashed`] keeps it.
     fn put_blob(&mut self, bytes: &[u8]) -> Result<Sha256Hex, StoreError> {
         let blob = Hashed::new(bytes);
         self.put_hashed(&blob)?;
         Ok(blob.sha256().clone())
     }
     /// Stores snapshot bytes as content-addressed parts (parts shared with
-    /// stored snapshots are stored once); idempotent. Refuses bytes that do
-    /// not hash to `id`.
+    /// stored snapshots are stored once); idempotent. Must refuse bytes
+    /// that do not hash to `id` with [`StoreError::SnapshotHash`], writing
+    /// nothing, and leave the transaction usable.
     fn put_snapshot(&mut self, id: &SnapshotId, bytes: &[u8]) -> Result<(), StoreError>;
-    /// Inserts or replaces a run row.
+    /// Inserts or replaces a run row. Must make `run` return this row.
     fn put_run(&mut self, run: &RunRow) -> Result<(), StoreError>;
-    /// Sets a consumer's progress.
+    /// Sets a consumer's progress. Must make `progress` return this value.
     fn set_progress(&mut self, consumer: &str, progress: &Progress) -> Result<(), StoreError>;
-    /// Sets a control value.
+    /// Sets a control value. Must make `control` return this value.
     fn set_control(&mut self, key: &str, value: &serde_json::Value) -> Result<(), StoreError>;
-    /// Creates a document row if absent (no current version yet).
+    /// Creates a document row if absent (no current version yet). Must
+    /// change nothing for a document bound to the same source and path,
+    /// and refuse one bound elsewhere ([`StoreError::DocumentConflict`]).
     fn ensure_document(
         &mut self,
         id: &DocumentId,
         source: &SourceName,
         path: &str,
     ) -> Result<(), StoreError>;
-    /// Records an immutable version; an identical retry is a no-op.
+    /// Records an immutable version; an identical retry is a no-op. Must
+    /// refuse the same id with other facts ([`StoreError::VersionConflict`]),
+    /// and a version whose document or blob is not stored
+    /// ([`StoreError::Missing`]).
     fn insert_version(&mut self, version: &VersionRow) -> Result<(), StoreError>;
-    /// Moves a document's current pointer.
+    /// Moves a document's current pointer. Must refuse a version that is
+    /// not stored as a version of that document ([`StoreError::Missing`]).
     fn set_current_version(
         &mut self,
         doc: &DocumentId,
         version: &VersionId,
     ) -> Result<(), StoreError>;
-    /// Commits everything.
+    /// Commits everything. Must make every write of the transaction
+    /// durable and visible to every later read, with positions in commit
+    /// order, or, failing, none of them.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 
@@ -485,13 +527,16 @@ pub const COMMIT_ROOM: u64 = 1 << 20;
 /// A store backend.
 pub trait Store: Read + Send + Sync {
     /// Starts a write transaction, waiting for other writers (other
-    /// processes included) within the backend's busy timeout.
+    /// processes included) within the backend's busy timeout. Must let one
+    /// writer at a time run, so that what a transaction read stays true
+    /// until it commits.
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError>;
 
     /// A cheap counter that differs from its last value when anything was
     /// committed since, by this process or another (SQLite's
     /// `PRAGMA data_version` on the reading connection). Lets a long-lived
     /// reader notice another process's writes without re-reading rows.
+    /// Must move with every commit of another connection, and only then.
     fn data_version(&self) -> Result<u64, StoreError>;
 
     /// Whether a small commit (a delivery receipt) will find room: `false`
@@ -499,10 +544,12 @@ pub trait Store: Read + Send + Sync {
     /// free. Delivery asks before `sendMessage`, so that no reply is sent
     /// whose receipt could not be stored (it would go out again once space
     /// returns). No default: a wrapper that answered for its inner store
-    /// would send into a full disk.
+    /// would send into a full disk. Must answer `false` whenever less than
+    /// [`COMMIT_ROOM`] is free.
     fn has_room(&self) -> Result<bool, StoreError>;
 
-    /// Appends one event in its own transaction.
+    /// Appends one event in its own transaction. Must answer as
+    /// [`Tx::append`] does, and commit unless the answer is `Conflict`.
     fn append(&self, event: &NewEvent) -> Result<AppendOutcome, StoreError> {
         let mut tx = self.begin()?;
         let outcome = tx.append(event)?;

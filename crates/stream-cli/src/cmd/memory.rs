@@ -1,33 +1,33 @@
-//! The memory half of projection: a verified memory decision handed to the
-//! materializer with the operator's configured root, source, size limit and
-//! locks folder. Prints ids and status only, never text or paths.
-
-use std::time::{Duration, Instant};
+//! The memory half of a decision's rendering: where the operator's config
+//! says memory is materialized (root, source, size limit, locks folder),
+//! and a materialization's outcome as printed lines and an exit. Prints ids
+//! and status only, never text or paths.
 
 use anyhow::anyhow;
-use stream_core::payload::{Disposition, MaterializationFailure};
+use stream_core::payload::MaterializationFailure;
 use stream_core::{EventId, SourceName};
+use stream_memory::decide::Place;
 use stream_memory::lock::LockError;
 use stream_memory::materialize::{
-    MaterializeConfig, MaterializeError, MaterializeOutcome, Recorded, materialize_verified,
+    MaterializeConfig, MaterializeError, MaterializeOutcome, Recorded,
 };
-use stream_proposals::project::VerifiedDecision;
-use stream_store::Store;
 
 use crate::config::Config;
 use crate::exit::Failure;
 
-/// The materializer's configuration, from the operator's config only;
-/// `None` for a review-only config (no `[context]`).
-pub fn materialize_config(config: &Config) -> Option<MaterializeConfig> {
-    let context = config.context.as_ref()?;
-    Some(MaterializeConfig {
-        root: context.root.clone(),
-        source: SourceName::fixed(SourceName::CONTEXT),
-        max_bytes: context.max_memory_bytes,
-        lock_dir: config.data_dir.join("locks"),
-        trusted: config.trusted_keys(),
-    })
+/// Where this config decides: the materializer's configuration, from the
+/// operator's config only, or review-only (no `[context]`).
+pub fn place(config: &Config) -> Place {
+    match &config.context {
+        Some(context) => Place::Root(MaterializeConfig {
+            root: context.root.clone(),
+            source: SourceName::fixed(SourceName::CONTEXT),
+            max_bytes: context.max_memory_bytes,
+            lock_dir: config.data_dir.join("locks"),
+            trusted: config.trusted_keys(),
+        }),
+        None => Place::ReviewOnly(config.trusted_keys()),
+    }
 }
 
 /// The exit code a recorded failure maps to: the base moved (3, conflict),
@@ -81,53 +81,6 @@ pub enum MemoryStatus {
     /// A failure outcome, with the exit it maps to and whether it was
     /// recorded by this run.
     Failed(Failure, Recorded),
-}
-
-/// How long projection waits while another live process holds the root
-/// lock (a materialization holds it for milliseconds): identical decisions
-/// racing each other then all converge on the one outcome. A lock still
-/// held after this is a conflict (exit 3); `proposal-project` finishes later.
-const LOCK_WAIT: Duration = Duration::from_secs(3);
-const LOCK_POLL: Duration = Duration::from_millis(25);
-
-/// Materializes a decision verified in this command and prints its
-/// outcome. Waiting for the root lock does not replay the chain: it was
-/// verified once, at the start of this command. `first` is an attempt
-/// already made with the decision (`decide_and_materialize`), if any: a
-/// lock held by another live process is waited for as on a first attempt
-/// made here.
-pub fn project_memory(
-    store: &dyn Store,
-    config: &Config,
-    decision: &VerifiedDecision,
-    mut first: Option<Result<MaterializeOutcome, MaterializeError>>,
-) -> Result<MemoryStatus, Failure> {
-    let Some(materialize) = materialize_config(config) else {
-        // A review-only config: the decision is recorded; the serve that
-        // holds memory.md materializes it (docs/design.md §19).
-        match decision.decision().disposition {
-            Disposition::Reject => println!("rejected: memory.md not changed"),
-            Disposition::Accept | Disposition::Edit => {
-                println!("recorded; will be materialized by the serve that holds memory.md")
-            }
-        }
-        return Ok(MemoryStatus::Settled);
-    };
-    let started = Instant::now();
-    let outcome = loop {
-        let attempt = first
-            .take()
-            .unwrap_or_else(|| materialize_verified(store, &materialize, decision));
-        match attempt {
-            Err(MaterializeError::Lock(LockError::Held { .. }))
-                if started.elapsed() < LOCK_WAIT =>
-            {
-                std::thread::sleep(LOCK_POLL);
-            }
-            other => break other.map_err(error_failure)?,
-        }
-    };
-    Ok(report(outcome))
 }
 
 /// Prints a materialization's outcome (ids and codes only) and what it

@@ -8,23 +8,17 @@ use std::path::PathBuf;
 
 use anyhow::anyhow;
 use stream_core::EventId;
-use stream_core::payload::{DecidableKind, Disposition};
+use stream_core::payload::Disposition;
 use stream_core::text::Label;
-use stream_memory::materialize::{Recorded, decide_and_materialize, refuse};
-use stream_proposals::authority::Refused;
+use stream_memory::decide::{Applied, ApplyError, decide, project};
+use stream_memory::materialize::Recorded;
 use stream_proposals::chain::ChainError;
-use stream_proposals::decision::{
-    Decided, DecisionError, DecisionRequest, record_verified_decision,
-};
-use stream_proposals::project::{
-    CorrectionProjection, ProjectError, VerifiedDecision, decisions, project_verified_correction,
-    verify_decision,
-};
-use stream_store::{Read, Store};
+use stream_proposals::decision::{Decided, DecisionError, DecisionRequest};
+use stream_proposals::project::{CorrectionProjection, ProjectError, decisions};
+use stream_store::Read;
 
-use super::memory::{MemoryStatus, error_failure, materialize_config, project_memory, report};
+use super::memory::{MemoryStatus, error_failure, place, report};
 use crate::Ctx;
-use crate::config::Config;
 use crate::exit::{CmdResult, Failure};
 
 /// `proposal-decision` arguments.
@@ -116,40 +110,26 @@ pub fn project_failure(e: ProjectError) -> Failure {
     }
 }
 
-/// Projects one decision verified in this command, printing ids and status.
-fn project_one(
-    store: &dyn Store,
-    config: &Config,
-    verified: &VerifiedDecision,
-) -> Result<MemoryStatus, Failure> {
-    match verified.decision().proposal_kind {
-        DecidableKind::SelfCorrection => Ok(print_correction(
-            project_verified_correction(store, verified).map_err(project_failure)?,
-        )),
-        DecidableKind::MemoryChange => project_memory(store, config, verified, None),
-    }
-}
-
-/// A decision whose chain verifies but which this config's keys do not
-/// authorize: never applied, exit 3. A memory change, where this config
-/// holds the context root, gets its one outcome recorded: the failure
-/// `unauthorized`. A correction's refusal is logged, not appended: its
-/// judgment is recorded by the first config that lists its key.
-fn refused(store: &dyn Store, config: &Config, refused: &Refused) -> Failure {
-    if let (DecidableKind::MemoryChange, Some(_)) = (refused.kind, &config.context) {
-        match refuse(store, refused) {
-            Ok(outcome) => {
+/// Prints what applying a decision came to (ids and codes only) and maps
+/// it to an exit: a decision this config's keys do not authorize is never
+/// applied (exit 3), its recorded outcome printed first if it has one.
+fn render(applied: Result<Applied, ApplyError>) -> Result<MemoryStatus, Failure> {
+    match applied {
+        Ok(Applied::Correction(projected)) => Ok(print_correction(projected)),
+        Ok(Applied::Memory(outcome)) => Ok(report(outcome)),
+        Ok(Applied::LeftToServe) => {
+            println!("recorded; will be materialized by the serve that holds memory.md");
+            Ok(MemoryStatus::Settled)
+        }
+        Ok(Applied::Unauthorized { refused, outcome }) => {
+            if let Some(outcome) = outcome {
                 report(outcome);
             }
-            Err(e) => return error_failure(e),
+            Err(project_failure(ProjectError::Unauthorized(refused)))
         }
+        Err(ApplyError::Project(e)) => Err(project_failure(e)),
+        Err(ApplyError::Materialize(e)) => Err(error_failure(e)),
     }
-    tracing::warn!(
-        decision = %refused.decision,
-        why = refused.reason.as_str(),
-        "decision not authorized by [authority] keys: not applied"
-    );
-    project_failure(ProjectError::Unauthorized(refused.clone()))
 }
 
 fn print_correction(projected: CorrectionProjection) -> MemoryStatus {
@@ -194,48 +174,12 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
         actor,
         signer,
     };
-    // The chain is replayed once, here; a correction's judgment commits
-    // with the decision, a memory change is materialized from the result,
-    // its write prepared while the decision commits.
-    let (record, materialized) = match materialize_config(&config) {
-        Some(materialize) => {
-            let done =
-                decide_and_materialize(&store, &materialize, &request).map_err(decision_failure)?;
-            (done.record, done.materialized)
-        }
-        None => (
-            record_verified_decision(&store, &request, &config.trusted_keys())
-                .map_err(decision_failure)?,
-            None,
-        ),
-    };
-    match &record.decided {
+    let decision = decide(&store, &place(&config), &request).map_err(decision_failure)?;
+    match &decision.decided {
         Decided::Recorded(id) => println!("decision {id} recorded"),
         Decided::Converged(id) => println!("decision {id} already recorded"),
     }
-    let verified = match (&record.verified, &config.context) {
-        (Ok(verified), _) => verified,
-        // Recorded, signed: the serve that holds memory.md applies it if
-        // its config lists this key.
-        (
-            Err(Refused {
-                kind: DecidableKind::MemoryChange,
-                ..
-            }),
-            None,
-        ) => {
-            println!("recorded; will be materialized by the serve that holds memory.md");
-            return Ok(());
-        }
-        (Err(refusal), _) => return Err(refused(&store, &config, refusal)),
-    };
-    // Only a correction is projected with its decision; anything else
-    // is a memory decision.
-    let status = match record.correction {
-        Some(projected) => print_correction(projected.map_err(project_failure)?),
-        None => project_memory(&store, &config, verified, materialized)?,
-    };
-    match status {
+    match render(decision.applied)? {
         MemoryStatus::Settled => Ok(()),
         MemoryStatus::Failed(failure, _) => Err(failure),
     }
@@ -247,7 +191,7 @@ pub fn run_decision(ctx: &Ctx, args: DecisionArgs) -> CmdResult {
 /// that left a decision unsettled, else the first failure recorded now.
 pub fn run_project(ctx: &Ctx) -> CmdResult {
     let config = ctx.config()?;
-    let trusted = config.trusted_keys();
+    let place = place(&config);
     let store = super::open_store(&config)?;
     let (mut settled, mut failed_now, mut unsettled) = (0usize, 0usize, 0usize);
     let mut first_error: Option<Failure> = None;
@@ -255,14 +199,7 @@ pub fn run_project(ctx: &Ctx) -> CmdResult {
     for decision in decisions(&store)? {
         let id = decision.id();
         println!("decision {id}");
-        // An unauthorized decision stays a conflict (exit 3) at every run,
-        // its refusal recorded or not: it needs the operator's eye.
-        let projected = match verify_decision(&store, id, &trusted) {
-            Ok(verified) => project_one(&store, &config, &verified),
-            Err(ProjectError::Unauthorized(refusal)) => Err(refused(&store, &config, &refusal)),
-            Err(e) => Err(project_failure(e)),
-        };
-        match projected {
+        match render(project(&store, &place, id)) {
             Ok(MemoryStatus::Settled | MemoryStatus::Failed(_, Recorded::Already)) => settled += 1,
             Ok(MemoryStatus::Failed(failure, Recorded::Now)) => {
                 failed_now += 1;

@@ -55,9 +55,10 @@
 //!    reason code instead (step 6's writes roll back) — the same identity,
 //!    so a decision has exactly one outcome.
 //!
-//! [`prepare`] is steps 2–5 up to the durable temporary file and [`finish`]
-//! the rest; [`decide_and_materialize`] runs `prepare` while the decision
-//! itself commits and `finish` once it has.
+//! `prepare` is steps 2–5 up to the durable temporary file and `finish`
+//! the rest. A decision made in the same command ([`crate::decide`]) has
+//! committed before either starts: nothing is written into the root before
+//! the decision is durable.
 //!
 //! **Crash recovery.** A crash after the rename and before the receipt
 //! leaves `memory.md` holding exactly the bytes this decision produces from
@@ -76,7 +77,6 @@
 //! memory text or paths.
 
 mod compose;
-mod decide;
 mod error;
 mod identity;
 mod outcome;
@@ -103,7 +103,6 @@ use stream_store::Store;
 use crate::lock::RootLock;
 
 pub use compose::{compose, normalize_newlines};
-pub use decide::{DecidedAndMaterialized, decide_and_materialize};
 pub use error::MaterializeError;
 pub use identity::ROOT_IDENTITY_CONTROL;
 pub use outcome::{MaterializeOutcome, Recorded};
@@ -206,7 +205,7 @@ pub fn materialize_verified(
 /// known, or the root lock held and the new bytes in a durable temporary
 /// file (or the refusal to record). Dropped unfinished, it removes the
 /// temporary file and releases the lock: nothing visible happened.
-pub struct Prepared(Preparation);
+struct Prepared(Preparation);
 
 impl std::fmt::Debug for Prepared {
     /// Ids and codes only: never the bytes staged.
@@ -235,10 +234,8 @@ enum Preparation {
 }
 
 /// Steps 2–5 of a verified decision, short of the rename (see
-/// [`Prepared`]). Nothing here makes the decision's effect visible, so it
-/// may run while the decision itself commits; [`finish`] must wait for
-/// that commit.
-pub fn prepare(
+/// [`Prepared`]), run once the decision is durable.
+fn prepare(
     store: &dyn Store,
     config: &MaterializeConfig,
     verified: &VerifiedDecision,
@@ -288,9 +285,8 @@ pub fn prepare(
 }
 
 /// Steps 5–7 of what [`prepare`] left: the rename, the root's fsync, the
-/// scan, its verification and the receipt, or the refusal recorded. Call
-/// it only once the decision is durable.
-pub fn finish(
+/// scan, its verification and the receipt, or the refusal recorded.
+fn finish(
     store: &dyn Store,
     config: &MaterializeConfig,
     prepared: Prepared,

@@ -1,5 +1,4 @@
-//! The receipt and the root's fsync, which runs beside the scan; a
-//! preparing thread that panics.
+//! The receipt and the root's fsync, which runs beside the scan.
 
 use std::time::Duration;
 
@@ -139,33 +138,4 @@ fn beside_returns_both_results_and_a_panicked_job_as_none() {
     assert_eq!((a, b), (Some(1), 2));
     let (a, b) = beside(|| -> u8 { panic!("the job fails") }, || "meanwhile");
     assert_eq!((a, b), (None, "meanwhile"));
-}
-
-/// A preparing thread that panics leaves nothing visible: the decision
-/// commits, is prepared again after the commit and materialized, and the
-/// panic does not escape `decide_and_materialize`.
-#[test]
-fn a_preparation_that_panics_on_its_thread_is_made_again_after_the_commit() {
-    let (w, _dir, config, request) = undecided();
-    let here = std::thread::current().id();
-    let done = decide::decide_with(&w.store, &config, &request, |store, config, verified| {
-        assert_eq!(
-            std::thread::current().id(),
-            here,
-            "the preparing thread fails"
-        );
-        prepare(store, config, verified)
-    })
-    .unwrap();
-    assert!(matches!(
-        done.materialized,
-        Some(Ok(MaterializeOutcome::Materialized { .. }))
-    ));
-    let written = std::fs::read_to_string(config.root.join("memory.md")).unwrap();
-    assert!(written.starts_with(WORLD_MEMORY) && written.len() > WORLD_MEMORY.len());
-    let left: Vec<_> = std::fs::read_dir(&config.root)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(left, ["memory.md"], "no temporary file left");
 }

@@ -1,20 +1,23 @@
-//! A decision and its materialization in one call: the new bytes are
-//! staged while the decision commits, and never renamed into place before
-//! the decision is durable; a decision that fails to commit leaves nothing
-//! of its preparation.
+//! A decision and its materialization in one call: the decision commits,
+//! then the new bytes are prepared and renamed, so nothing is written into
+//! the root before the decision is durable; a decision that fails to
+//! commit writes nothing there, and one that commits but is not
+//! materialized is materialized later by the pass `serve` runs.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use stream_core::EventId;
 use stream_core::payload::{Disposition, MemoryOperation, ProposalDecision};
 use stream_core::text::Label;
-use stream_memory::materialize::{MaterializeOutcome, compose, decide_and_materialize, lock_name};
+use stream_memory::decide::{Applied, ApplyError, Decision, Place, decide};
+use stream_memory::materialize::{
+    MaterializeError, MaterializeOutcome, compose, lock_name, materialize_pending,
+};
 use stream_proposals::decision::{Decided, DecisionError, DecisionRequest};
 use stream_proposals::project::CorrectionProjection;
 use stream_store::faulty::FaultyStore;
-use stream_store::{EventQuery, Read, SqliteStore};
+use stream_store::{EventQuery, Read, SqliteStore, Store};
 
 use crate::common::{Mem, WORLD_MEMORY};
 
@@ -51,20 +54,40 @@ fn temporaries(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Waits (at most 5 s) for a temporary file in `root` holding `bytes`:
-/// what the preparation beside a pending commit stages.
-fn staged_file(root: &Path, bytes: &[u8]) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        let staged = temporaries(root)
-            .iter()
-            .any(|path| std::fs::read(path).is_ok_and(|b| b == bytes));
-        if staged {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
+/// Decides `req` where `mem`'s root is.
+fn decide_here(
+    store: &dyn Store,
+    mem: &Mem,
+    req: &DecisionRequest,
+) -> Result<Decision, DecisionError> {
+    decide(store, &Place::Root(mem.config.clone()), req)
+}
+
+/// What `mem`'s root holds, by name, and whether its lock is held.
+fn root_and_lock(mem: &Mem) -> (Vec<String>, bool) {
+    look_at(&mem.config.root, &mem.config.lock_dir)()
+}
+
+/// A look at a root's names (sorted) and whether its lock is held, to
+/// take later (from a commit hook).
+fn look_at(root: &Path, lock_dir: &Path) -> impl Fn() -> (Vec<String>, bool) + Send + 'static {
+    let lock = lock_dir.join(lock_name(root));
+    let root = root.to_owned();
+    move || {
+        let mut names: Vec<String> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        (names, lock.exists())
     }
-    false
+}
+
+fn materialized(decision: &Decision) -> bool {
+    matches!(
+        decision.applied,
+        Ok(Applied::Memory(MaterializeOutcome::Materialized { .. }))
+    )
 }
 
 fn decisions(mem: &Mem) -> usize {
@@ -77,77 +100,87 @@ fn decisions(mem: &Mem) -> usize {
         .len()
 }
 
-/// While the decision's commit is pending, `memory.md` still holds the
-/// base and the new bytes already sit in a durable temporary file (the
-/// preparation runs beside the commit); once it committed, they are
-/// renamed into place and receipted.
+/// While the decision's commit is pending, the root holds `memory.md` as
+/// it was and nothing else, and its lock is free: the materializer starts
+/// only once the decision is durable; then the new bytes are renamed into
+/// place and receipted.
 #[test]
-fn the_write_is_staged_while_the_decision_commits_and_renamed_after() {
+fn nothing_is_written_into_the_root_before_the_decision_commits() {
     let mem = Mem::new();
     let faulty = FaultyStore::new(SqliteStore::open(&mem.w.path).unwrap());
     let seen = Arc::new(Mutex::new(None));
-    let (root, path, saw) = (mem.config.root.clone(), mem.memory_path(), seen.clone());
+    let look = look_at(&mem.config.root, &mem.config.lock_dir);
+    let (path, saw) = (mem.memory_path(), seen.clone());
     faulty.before_next_commit(move || {
-        let staged = staged_file(&root, &golden());
-        *saw.lock().unwrap() = Some((staged, std::fs::read(&path).unwrap()));
+        *saw.lock().unwrap() = Some((look(), std::fs::read(&path).unwrap()));
     });
-    let done = decide_and_materialize(
-        &faulty,
-        &mem.config,
-        &request(&mem.w.memory, Disposition::Accept),
-    )
-    .unwrap();
+    let done = decide_here(&faulty, &mem, &request(&mem.w.memory, Disposition::Accept)).unwrap();
 
-    let (staged, during) = seen.lock().unwrap().take().unwrap();
-    assert!(
-        staged,
-        "the new bytes were staged beside the pending commit"
-    );
-    assert_eq!(during, WORLD_MEMORY.as_bytes(), "not renamed before it");
-    assert!(matches!(done.record.decided, Decided::Recorded(_)));
-    assert!(matches!(
-        done.materialized,
-        Some(Ok(MaterializeOutcome::Materialized { .. }))
-    ));
+    let ((names, locked), during) = seen.lock().unwrap().take().unwrap();
+    assert_eq!(names, ["memory.md"], "no temporary file before the commit");
+    assert!(!locked, "the root lock is not taken before the commit");
+    assert_eq!(during, WORLD_MEMORY.as_bytes());
+    assert!(matches!(done.decided, Decided::Recorded(_)));
+    assert!(materialized(&done));
     assert_eq!(mem.memory(), golden());
     assert!(temporaries(&mem.config.root).is_empty());
     assert_eq!(mem.outcomes().len(), 1);
 }
 
-/// A decision whose commit fails after its preparation staged the new
-/// bytes: the error is the decision's, the temporary file is gone, the
-/// lock released, `memory.md` and the store untouched; a rerun decides and
-/// materializes once.
+/// A decision whose commit fails: the error is the decision's, the root and
+/// the store untouched, no lock taken; a rerun decides and materializes
+/// once.
 #[test]
-fn a_decision_that_fails_to_commit_leaves_nothing_of_its_preparation() {
+fn a_decision_that_fails_to_commit_writes_nothing_into_the_root() {
     let mem = Mem::new();
     let faulty = FaultyStore::new(SqliteStore::open(&mem.w.path).unwrap());
     // The decision's transaction writes the decision, then commits.
     faulty.fail_at(1);
-    let root = mem.config.root.clone();
-    let staged = Arc::new(Mutex::new(false));
-    let saw = staged.clone();
-    faulty.before_next_commit(move || *saw.lock().unwrap() = staged_file(&root, &golden()));
     let req = request(&mem.w.memory, Disposition::Accept);
-    let err = decide_and_materialize(&faulty, &mem.config, &req).unwrap_err();
+    let err = decide_here(&faulty, &mem, &req).unwrap_err();
 
     assert!(matches!(err, DecisionError::Store(_)), "{err}");
-    assert!(*staged.lock().unwrap(), "it failed after the staging");
-    assert!(temporaries(&mem.config.root).is_empty(), "no file left");
-    let lock = mem.config.lock_dir.join(lock_name(&mem.config.root));
-    assert!(!lock.exists(), "the lock is released");
+    assert_eq!(root_and_lock(&mem), (vec!["memory.md".to_owned()], false));
     assert_eq!(mem.memory(), WORLD_MEMORY.as_bytes());
     assert_eq!(decisions(&mem), 0);
     assert!(mem.outcomes().is_empty());
 
     faulty.heal();
-    let done = decide_and_materialize(&faulty, &mem.config, &req).unwrap();
-    assert!(matches!(
-        done.materialized,
-        Some(Ok(MaterializeOutcome::Materialized { .. }))
-    ));
+    let done = decide_here(&faulty, &mem, &req).unwrap();
+    assert!(materialized(&done));
     assert_eq!(mem.memory(), golden());
     assert_eq!((decisions(&mem), mem.outcomes().len()), (1, 1));
+}
+
+/// A decision that commits and whose materialization then fails at its
+/// first store write (after the rename, before the receipt, as a crash
+/// there would leave it): the decision is durable with no outcome, no
+/// temporary file or lock is left, and the pass `serve` runs finishes it
+/// with one outcome.
+#[test]
+fn a_durable_decision_left_unmaterialized_is_finished_by_the_pending_pass() {
+    let mem = Mem::new();
+    let faulty = FaultyStore::new(SqliteStore::open(&mem.w.path).unwrap());
+    // Writes 0 and 1 are the decision's; 2 is the materializer's first.
+    faulty.fail_at(2);
+    let done = decide_here(&faulty, &mem, &request(&mem.w.memory, Disposition::Accept)).unwrap();
+    assert!(matches!(done.decided, Decided::Recorded(_)));
+    assert!(
+        matches!(
+            done.applied,
+            Err(ApplyError::Materialize(MaterializeError::Store(_)))
+        ),
+        "{:?}",
+        done.applied
+    );
+    assert_eq!(root_and_lock(&mem), (vec!["memory.md".to_owned()], false));
+    assert_eq!((decisions(&mem), mem.outcomes().len()), (1, 0));
+
+    let mut cursor = 0;
+    let report = materialize_pending(&mem.w.store, &mem.config, &mut cursor).unwrap();
+    assert_eq!((report.settled, report.unsettled), (1, 0));
+    assert_eq!(mem.memory(), golden());
+    assert_eq!(mem.outcomes().len(), 1);
 }
 
 /// A rejection materializes nothing; a correction is projected with its
@@ -156,40 +189,42 @@ fn a_decision_that_fails_to_commit_leaves_nothing_of_its_preparation() {
 #[test]
 fn rejections_corrections_and_reruns() {
     let mem = Mem::new();
-    let rejected = decide_and_materialize(
+    let rejected = decide_here(
         &mem.w.store,
-        &mem.config,
+        &mem,
         &request(&mem.w.memory, Disposition::Reject),
     )
     .unwrap();
     assert!(matches!(
-        rejected.materialized,
-        Some(Ok(MaterializeOutcome::Rejected))
+        rejected.applied,
+        Ok(Applied::Memory(MaterializeOutcome::Rejected))
     ));
     assert_eq!(mem.memory(), WORLD_MEMORY.as_bytes());
     assert!(temporaries(&mem.config.root).is_empty());
 
-    let corrected = decide_and_materialize(
+    let corrected = decide_here(
         &mem.w.store,
-        &mem.config,
+        &mem,
         &request(&mem.w.correction, Disposition::Accept),
     )
     .unwrap();
-    assert!(corrected.materialized.is_none());
     assert!(matches!(
-        corrected.record.correction,
-        Some(Ok(CorrectionProjection::Judgment(_)))
+        corrected.applied,
+        Ok(Applied::Correction(CorrectionProjection::Judgment(_)))
     ));
 
     let mem = Mem::new();
     let req = request(&mem.w.memory, Disposition::Accept);
-    let first = decide_and_materialize(&mem.w.store, &mem.config, &req).unwrap();
-    let again = decide_and_materialize(&mem.w.store, &mem.config, &req).unwrap();
-    assert!(matches!(again.record.decided, Decided::Converged(_)));
-    assert_eq!(again.materialized.unwrap().unwrap(), {
-        let Some(Ok(MaterializeOutcome::Materialized {
+    let first = decide_here(&mem.w.store, &mem, &req).unwrap();
+    let again = decide_here(&mem.w.store, &mem, &req).unwrap();
+    assert!(matches!(again.decided, Decided::Converged(_)));
+    let Ok(Applied::Memory(again)) = again.applied else {
+        panic!("materialized again");
+    };
+    assert_eq!(again, {
+        let Ok(Applied::Memory(MaterializeOutcome::Materialized {
             receipt, payload, ..
-        })) = first.materialized
+        })) = first.applied
         else {
             panic!("materialized");
         };
@@ -200,4 +235,37 @@ fn rejections_corrections_and_reruns() {
         }
     });
     assert_eq!(mem.memory(), golden());
+}
+
+/// Decided where the root is not held, an accepted memory change is
+/// recorded and left to the serve that holds it (nothing written into the
+/// root), which materializes it; a rejection there is final at once.
+#[test]
+fn a_review_only_place_records_and_leaves_memory_to_the_root() {
+    let mem = Mem::new();
+    let review_only = Place::ReviewOnly(mem.config.trusted.clone());
+    let req = request(&mem.w.memory, Disposition::Accept);
+    let done = decide(&mem.w.store, &review_only, &req).unwrap();
+    assert!(matches!(done.decided, Decided::Recorded(_)));
+    assert!(matches!(done.applied, Ok(Applied::LeftToServe)));
+    assert_eq!(root_and_lock(&mem), (vec!["memory.md".to_owned()], false));
+    assert!(mem.outcomes().is_empty());
+
+    let mut cursor = 0;
+    let report = materialize_pending(&mem.w.store, &mem.config, &mut cursor).unwrap();
+    assert_eq!((report.settled, report.unsettled), (1, 0));
+    assert_eq!(mem.memory(), golden());
+
+    let mem = Mem::new();
+    let review_only = Place::ReviewOnly(mem.config.trusted.clone());
+    let rejected = decide(
+        &mem.w.store,
+        &review_only,
+        &request(&mem.w.memory, Disposition::Reject),
+    )
+    .unwrap();
+    assert!(matches!(
+        rejected.applied,
+        Ok(Applied::Memory(MaterializeOutcome::Rejected))
+    ));
 }
