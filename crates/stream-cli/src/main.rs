@@ -54,7 +54,7 @@ enum Command {
     /// Every version of memory.md, newest first, with who put it there.
     MemoryLog(cmd::review::LogArgs),
     /// Accept, edit or reject one proposal, then project it (prints ids and status only).
-    ProposalDecision(cmd::proposals::DecisionArgs),
+    ProposalDecision(cmd::decide::DecisionArgs),
     /// Finish every decision left between its append and its projection.
     ProposalProject,
     /// Export quality-eligible judgments to a private JSONL file.
@@ -105,8 +105,8 @@ fn run(cli: Cli) -> CmdResult {
         Command::ProposalList(args) => cmd::review::run_list(&ctx, args),
         Command::ProposalShow(args) => cmd::review::run_show(&ctx, args),
         Command::MemoryLog(args) => cmd::review::run_log(&ctx, args),
-        Command::ProposalDecision(args) => cmd::proposals::run_decision(&ctx, args),
-        Command::ProposalProject => cmd::proposals::run_project(&ctx),
+        Command::ProposalDecision(args) => cmd::decide::run_decision(&ctx, args),
+        Command::ProposalProject => cmd::decide::run_project(&ctx),
         Command::PrivateTrainingExport(args) => cmd::export::run_private(&ctx, args),
         Command::TrainingExport(args) => cmd::export::run_external(&ctx, args),
         Command::DeclarationCheck(args) => cmd::declaration_check::run(args),

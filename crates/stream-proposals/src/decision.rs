@@ -7,9 +7,7 @@
 
 use serde_json::json;
 use stream_core::canon::canonical_sha256;
-use stream_core::payload::{
-    DecidableKind, Disposition, ProposalKind, SignatureBytes, SignedProposalDecision,
-};
+use stream_core::payload::{DecidableKind, Disposition, SignatureBytes, SignedProposalDecision};
 use stream_core::text::Label;
 use stream_core::{EventId, HumanAuthority, NewEvent, PayloadInvalid, SourceName};
 use stream_store::{AppendOutcome, Store, StoreError, Tx};
@@ -87,15 +85,6 @@ impl Decided {
     }
 }
 
-/// The decidable kind of a proposal kind; focus is not decidable.
-pub fn decidable(kind: ProposalKind) -> Option<DecidableKind> {
-    match kind {
-        ProposalKind::MemoryChange => Some(DecidableKind::MemoryChange),
-        ProposalKind::SelfCorrection => Some(DecidableKind::SelfCorrection),
-        ProposalKind::FocusDeclaration => None,
-    }
-}
-
 /// The default submission id: a digest of the request, so that retrying the
 /// same command converges instead of conflicting with itself.
 fn default_submission_id(req: &DecisionRequest) -> Result<Label, DecisionError> {
@@ -115,9 +104,10 @@ pub fn decision_event(
     verified: &VerifiedProposal,
     req: &DecisionRequest,
 ) -> Result<NewEvent, DecisionError> {
-    let kind = decidable(verified.body().kind()).ok_or_else(|| DecisionError::NotDecidable {
-        proposal: req.proposal.clone(),
-    })?;
+    let kind =
+        DecidableKind::of(verified.body().kind()).ok_or_else(|| DecisionError::NotDecidable {
+            proposal: req.proposal.clone(),
+        })?;
     let submission_id = match &req.submission_id {
         Some(id) => id.clone(),
         None => default_submission_id(req)?,

@@ -6,8 +6,8 @@
 use serde_json::json;
 use stream_core::ids::derive_event_id;
 use stream_core::payload::{
-    Criterion, DeliveryReceipt, Disposition, JudgmentRecorded, MemoryChangeMaterialized,
-    ProposalDecision, RecordedDecision,
+    Criterion, DecidableKind, DeliveryReceipt, Disposition, JudgmentRecorded,
+    MemoryChangeMaterialized, ProposalDecision, RecordedDecision,
 };
 use stream_core::text::ReplyText;
 use stream_core::{Authorship, EventId, Payload, SourceName, StoredEvent};
@@ -15,7 +15,6 @@ use stream_store::{AppendOutcome, EventQuery, Read, Store, StoreError, Tx};
 
 use crate::authority::{Authority, Refused, TrustedKeys, authorize, legacy_outcome};
 use crate::chain::{ChainError, ProposalBody, VerifiedProposal, verify_chain};
-use crate::decision::decidable;
 use crate::judgment::{JudgedOutput, JudgmentInput, record_judgment};
 
 /// A decision could not be projected.
@@ -58,7 +57,7 @@ pub enum ProjectError {
 /// A decision whose own lineage and whose proposal's chain verified, and
 /// which is authorized by the config's keys. Only
 /// this crate's validator makes one ([`verify_decision`], or
-/// [`crate::decision::record_verified_decision`] from the chain it has just
+/// `record_verified_decision` in `decision.rs`, from the chain it has just
 /// replayed), and its parts are read-only: a holder is proof that the chain
 /// was replayed once in this command, so the projection and the
 /// materializer take it instead of replaying the chain again.
@@ -138,7 +137,7 @@ pub(crate) fn decision_of(
             Some(&decision.proposal_event_id),
         )
         .map_err(|_| invalid())?;
-    let kind_matches = decidable(proposal.body().kind()) == Some(decision.proposal_kind);
+    let kind_matches = DecidableKind::of(proposal.body().kind()) == Some(decision.proposal_kind);
     if expected != event.event
         || event.event.authorship != Authorship::Human
         || decision.proposal_event_id != *proposal.event().id()

@@ -422,7 +422,7 @@ impl World {
     ) -> EventId {
         use stream_core::payload::{ProposalDecision, SignatureBytes, SignedProposalDecision};
         let verified = crate::chain::verify_chain(&self.base.store, proposal).unwrap();
-        let kind = crate::decision::decidable(verified.body().kind()).unwrap();
+        let kind = stream_core::payload::DecidableKind::of(verified.body().kind()).unwrap();
         let unsigned = ProposalDecision {
             proposal_event_id: proposal.clone(),
             proposal_kind: kind,

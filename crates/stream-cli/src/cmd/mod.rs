@@ -2,6 +2,7 @@
 
 pub mod activate;
 pub mod backup;
+pub mod decide;
 pub mod declaration_check;
 pub mod demo;
 pub mod doctor;
@@ -10,9 +11,7 @@ pub mod export;
 pub mod init;
 pub mod inspect;
 pub mod key;
-pub mod memory;
 pub mod pair;
-pub mod proposals;
 pub mod review;
 pub mod scan;
 pub mod serve;

@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::HumanAuthority;
 use crate::event::{Authorship, Payload, PayloadInvalid, SourceName};
 use crate::ids::{DocumentId, EventId, Sha256Hex, VersionId};
+use crate::payload::ProposalKind;
 use crate::text::{Label, char_len};
 
 /// The proposal kinds a human can decide. Focus proposals have no approval
@@ -20,6 +21,15 @@ pub enum DecidableKind {
 }
 
 impl DecidableKind {
+    /// The decidable kind of a proposal kind; focus is not decidable.
+    pub fn of(kind: ProposalKind) -> Option<Self> {
+        match kind {
+            ProposalKind::MemoryChange => Some(Self::MemoryChange),
+            ProposalKind::SelfCorrection => Some(Self::SelfCorrection),
+            ProposalKind::FocusDeclaration => None,
+        }
+    }
+
     /// The stable wire name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -17,9 +17,12 @@ use stream_proposals::decision::{Decided, DecisionError, DecisionRequest};
 use stream_proposals::project::{CorrectionProjection, ProjectError, decisions};
 use stream_store::Read;
 
-use super::memory::{MemoryStatus, error_failure, place, report};
 use crate::Ctx;
 use crate::exit::{CmdResult, Failure};
+
+mod materialized;
+
+use materialized::{MemoryStatus, error_failure, place, report};
 
 /// `proposal-decision` arguments.
 #[derive(Debug, clap::Args)]

@@ -55,7 +55,7 @@ fn failure_exit(reason: MaterializationFailure, event: &EventId) -> Failure {
 /// Maps a materializer refusal that recorded nothing.
 pub fn error_failure(e: MaterializeError) -> Failure {
     match e {
-        MaterializeError::Decision(p) => super::proposals::project_failure(p),
+        MaterializeError::Decision(p) => super::project_failure(p),
         MaterializeError::Lock(LockError::Held { .. }) => Failure::Conflict(e.into()),
         MaterializeError::Store(s) => s.into(),
         MaterializeError::NotAMemoryDecision { .. }
