@@ -377,6 +377,24 @@ timeout_secs = 120                       # one attempt's wall-clock limit (1-360
 declaration = "declarations/telegram-conversation.v18.yaml"
 "#;
 
+impl ProviderConfig {
+    /// A compat mode shapes `openai-chat` requests only: any other with
+    /// `anthropic-messages` is a config error, refused at load.
+    fn check_compat(&self) -> Result<(), String> {
+        match (self.api, self.compat) {
+            (ProviderApi::OpenaiChat, _)
+            | (ProviderApi::AnthropicMessages, ProviderCompat::Openai) => Ok(()),
+            (
+                ProviderApi::AnthropicMessages,
+                ProviderCompat::Ollama | ProviderCompat::LlamaCpp | ProviderCompat::Vllm,
+            ) => Err(format!(
+                "provider.compat: {:?} applies to api = \"openai-chat\" only",
+                self.compat.as_str()
+            )),
+        }
+    }
+}
+
 impl Config {
     /// Parses TOML text; `base` is the folder relative paths resolve against.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
@@ -384,6 +402,13 @@ impl Config {
             path: path.to_owned(),
             message: e.to_string().trim_end().to_owned(),
         })?;
+        config
+            .provider
+            .check_compat()
+            .map_err(|message| ConfigError::Invalid {
+                path: path.to_owned(),
+                message,
+            })?;
         let base = path.parent().unwrap_or(Path::new("."));
         let base = if base.as_os_str().is_empty() {
             Path::new(".")
@@ -506,6 +531,17 @@ mod tests {
                     || err.to_string().contains("url"),
                 "{err}"
             );
+        }
+    }
+
+    #[test]
+    fn a_compat_mode_with_anthropic_messages_is_refused_at_load() {
+        let ok = "[provider]\napi = \"anthropic-messages\"\ncompat = \"openai\"\n";
+        assert!(Config::parse(ok, Path::new("t.toml")).is_ok());
+        for compat in ["ollama", "llama-cpp", "vllm"] {
+            let text = format!("[provider]\napi = \"anthropic-messages\"\ncompat = \"{compat}\"\n");
+            let err = Config::parse(&text, Path::new("t.toml")).unwrap_err();
+            assert!(err.to_string().contains("provider.compat"), "{err}");
         }
     }
 

@@ -9,13 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use stream_core::payload::ProviderApi;
 use stream_declarations::registry::RegistryError;
 use stream_engine::active::ActiveError;
 use stream_engine::serve::{ServeError, connect, drain, run as run_forever};
-use stream_engine::{
-    EngineError, EngineSettings, IngressSettings, ProviderCompat, ProviderSettings,
-};
+use stream_engine::{EngineError, EngineSettings, IngressSettings, ProviderSettings};
 use stream_store::{Recovery, Store};
 
 use crate::Ctx;
@@ -48,12 +45,6 @@ pub fn default_worker() -> Result<PathBuf, Failure> {
 pub fn engine_settings(config: &Config) -> Result<EngineSettings, Failure> {
     let api = config.provider.api;
     let compat = config.provider.compat;
-    if api == ProviderApi::AnthropicMessages && compat != ProviderCompat::Openai {
-        return Err(Failure::usage(anyhow!(
-            "provider.compat: {:?} applies to api = \"openai-chat\" only",
-            compat.as_str()
-        )));
-    }
     let ingress = match config.telegram.mode {
         TelegramMode::Polling => IngressSettings::Polling,
         TelegramMode::Webhook => IngressSettings::Webhook {
