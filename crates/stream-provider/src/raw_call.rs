@@ -8,10 +8,12 @@
 use serde_json::Value;
 
 /// The chat templates' tool-call markers, each with the family that writes
-/// it. Any one of them anywhere in visible text is raw call markup.
+/// it. Any one of them anywhere in visible text is raw call markup. The
+/// Qwen tags are matched without their `>`, so that a tag with attributes
+/// is caught too.
 pub const RAW_CALL_MARKERS: [(&str, &str); 6] = [
-    ("<tool_call>", "Qwen, Hermes"),
-    ("</tool_call>", "Qwen, Hermes"),
+    ("<tool_call", "Qwen, Hermes"),
+    ("</tool_call", "Qwen, Hermes"),
     ("<|python_tag|>", "Llama 3"),
     ("[TOOL_CALLS]", "Mistral"),
     ("<function=", "Llama 3.1"),
@@ -74,6 +76,11 @@ mod tests {
             ),
             ("Qwen opening tag mid-text", "Sure! <tool_call> here", true),
             ("Qwen closing tag at the end", "done</tool_call>", true),
+            (
+                "Qwen tag with an attribute",
+                "<tool_call id=\"1\">{}</tool_call >",
+                true,
+            ),
             (
                 "Llama 3 python tag",
                 "<|python_tag|>{\"name\": \"x\", \"parameters\": {}}",
