@@ -5,7 +5,8 @@
 //! one (name, call id, canonical arguments), re-validates every argument with
 //! its own typed validation, checks every cited id and target against the
 //! snapshot, resolves `latest` to the snapshot's most recent correction
-//! target, and canonicalizes. Any doubt rejects the whole completion with a
+//! target, refuses visible text that is a tool call written out, and
+//! canonicalizes. Any doubt rejects the whole completion with a
 //! content-dark reason: no proposal comes of it.
 
 use std::collections::BTreeSet;
@@ -20,7 +21,9 @@ use stream_declarations::args::{
     ArgsProblem, MAX_ARGUMENTS_BYTES, TargetOutput, ToolArgs, parse_arguments,
 };
 use stream_protocol::{Completion, MAX_CALLS, WorkerResult};
-use stream_provider::{FinishReason, ParsedCompletion, ToolArguments, parse_response};
+use stream_provider::{
+    FinishReason, ParsedCompletion, ToolArguments, carries_raw_tool_call, parse_response,
+};
 
 use crate::settle::{ValidatedCompletion, ValidatedProposal};
 
@@ -81,6 +84,17 @@ fn evidence_admitted(snapshot: &Snapshot, evidence: &EvidenceIds) -> Result<(), 
     } else {
         Err(Reason::CapabilityEscape)
     }
+}
+
+/// The tool names the run's request offered: its packet's tools are the
+/// snapshot's exposed kinds (`stream_context::packet`).
+fn offered_tool_names(snapshot: &Snapshot) -> Vec<&'static str> {
+    snapshot
+        .capabilities
+        .tools
+        .iter()
+        .map(|kind| kind.tool_name())
+        .collect()
 }
 
 /// Binds one typed call to the snapshot's capability.
@@ -201,6 +215,14 @@ fn judge(
         Some(t) => Some(ReplyText::new(t.clone()).map_err(|_| Reason::InvalidOutput)?),
         None => None,
     };
+    // A tool call written out as text is no reply (the worker's rule 3).
+    if parsed
+        .texts
+        .first()
+        .is_some_and(|t| carries_raw_tool_call(t, &offered_tool_names(snapshot)))
+    {
+        return Err(Reason::MalformedCall);
+    }
     let mut kinds = BTreeSet::new();
     let mut proposals = Vec::new();
     for call in &parsed.tool_calls {

@@ -168,6 +168,15 @@ pub(crate) fn offers_tools(packet: &Packet) -> bool {
     }
 }
 
+/// The names of the tools the request offers, by [`offers_tools`].
+pub fn offered_tool_names(packet: &Packet) -> Vec<&str> {
+    if offers_tools(packet) {
+        packet.tools.iter().map(|t| t.name.as_str()).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// A non-empty text, or none.
 pub(crate) fn nonempty(text: &Option<String>) -> Option<&str> {
     text.as_deref().filter(|t| !t.is_empty())

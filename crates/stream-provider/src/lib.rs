@@ -18,6 +18,8 @@
 //! [`response_reason`] refines it by the known "request unsupported"
 //! messages ([`unsupported_request`]), and [`provider_words`] is the bounded,
 //! escaped form in which an error body may be logged or shown.
+//! [`carries_raw_tool_call`] is the one rule that says visible text is a tool
+//! call the model wrote out instead of making (refused, never a reply).
 //!
 //! This crate does no I/O, holds no credentials and knows no URLs beyond the
 //! path each wire format posts to ([`endpoint_path`]). It does not validate
@@ -30,14 +32,16 @@ mod compat;
 mod history;
 pub mod openai;
 mod parsed;
+mod raw_call;
 mod status;
 mod words;
 
-pub use history::BuildError;
+pub use history::{BuildError, offered_tool_names};
 pub use parsed::{
     FinishReason, ParseError, ParsedCompletion, ParsedToolCall, ProviderErrorCode, ToolArguments,
     Usage,
 };
+pub use raw_call::{RAW_CALL_MARKERS, carries_raw_tool_call};
 pub use status::status_reason;
 pub use words::{
     MAX_PROVIDER_WORDS_CHARS, Unsupported, provider_words, response_reason, unsupported_request,

@@ -10,16 +10,18 @@
 //!    `invalid-output`;
 //! 2. in strict-JSON mode, any tool call → `tool-call-in-strict-json`, and
 //!    text that is not one JSON document → `invalid-output`;
-//! 3. more than `min(maxCalls, 3)` calls → `too-many-calls`;
-//! 4. a call naming a tool the packet does not expose → `unknown-tool`;
-//! 5. two calls of one tool → `duplicate-call`;
-//! 6. raw arguments over [`MAX_ARGUMENT_BYTES`] → `oversized-call`;
-//! 7. a call id outside `[A-Za-z0-9_.:-]{1,128}`, arguments that are not
+//! 3. visible text carrying a tool call written out instead of made
+//!    ([`stream_provider::carries_raw_tool_call`]) → `malformed-call`;
+//! 4. more than `min(maxCalls, 3)` calls → `too-many-calls`;
+//! 5. a call naming a tool the packet does not expose → `unknown-tool`;
+//! 6. two calls of one tool → `duplicate-call`;
+//! 7. raw arguments over [`MAX_ARGUMENT_BYTES`] → `oversized-call`;
+//! 8. a call id outside `[A-Za-z0-9_.:-]{1,128}`, arguments that are not
 //!    JSON, or arguments that break the tool's schema → `malformed-call`;
-//! 8. evidence not admitted, a correction target not admitted, `latest`
+//! 9. evidence not admitted, a correction target not admitted, `latest`
 //!    with no target, a memory change without a memory target →
 //!    `capability-escape`;
-//! 9. neither text nor calls → `invalid-output`.
+//! 10. neither text nor calls → `invalid-output`.
 //!
 //! Every captured call is answered with the content-dark [`CallResult`]
 //! (`terminate: true`): no follow-up request exists.
@@ -32,7 +34,7 @@ use stream_protocol::{
     BrokerResponse, CallResult, Capability, CapturedCall, Completion, MAX_CALLS,
     MAX_PROVIDER_BODY_BYTES, OutputMode, Packet, WorkerResult,
 };
-use stream_provider::{ParsedCompletion, ToolArguments};
+use stream_provider::{ParsedCompletion, ToolArguments, carries_raw_tool_call, offered_tool_names};
 
 /// The largest raw tool-call arguments accepted, in bytes: the one bound
 /// the parent applies too.
@@ -276,6 +278,9 @@ pub fn validate_completion(
                 return reject(R::InvalidOutput);
             }
         }
+    }
+    if text.is_some_and(|t| carries_raw_tool_call(t, &offered_tool_names(prepared.packet))) {
+        return reject(R::MalformedCall);
     }
     if parsed.tool_calls.len() > prepared.max_calls() {
         return reject(R::TooManyCalls);

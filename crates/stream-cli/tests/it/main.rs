@@ -31,6 +31,7 @@ mod pair;
 mod postgres;
 mod private_store;
 mod provider_words;
+mod raw_calls;
 mod repo;
 mod review;
 mod review_terminal;

@@ -369,3 +369,51 @@ fn tools_not_exposed_by_the_snapshot_are_unknown() {
         Err(R::UnknownTool)
     );
 }
+
+/// Issue 43: a tool call the model wrote as text (the server did not parse
+/// it) is `malformed-call` however the worker reported it; the refusal
+/// carries none of its text.
+#[test]
+fn a_tool_call_written_as_text_is_malformed_whatever_the_worker_says() {
+    let w = World::new();
+    let canary = "canary-raw-call-5e1f";
+    let qwen = format!(
+        "<tool_call>\n{{\"name\": \"request_memory_change\", \"arguments\": {{\"operation\": \"append\", \"proposed_text\": \"{canary}\", \"reason\": \"r\", \"evidence_event_ids\": []}}}}\n</tool_call>"
+    );
+    let bare =
+        format!("{{\"name\": \"propose_focus\", \"arguments\": {{\"objective\": \"{canary}\"}}}}");
+    for (name, text, worker) in [
+        (
+            "a lying worker calls it a reply",
+            &qwen,
+            honest(Some(&qwen), &[]),
+        ),
+        (
+            "bare JSON naming an offered tool",
+            &bare,
+            honest(Some(&bare), &[]),
+        ),
+        (
+            "an honest worker refused it",
+            &qwen,
+            WorkerResult::Rejected {
+                reason: R::MalformedCall,
+            },
+        ),
+    ] {
+        let judged = check(&w, &body(Some(text), &[]), &worker);
+        assert_eq!(judged, Err(R::MalformedCall), "{name}");
+        let shown = format!("{judged:?}");
+        assert!(!shown.contains(canary), "{name}: {shown}");
+    }
+    // The control: JSON naming a tool the snapshot does not expose is text.
+    let mut w = World::new();
+    w.snapshot
+        .capabilities
+        .tools
+        .retain(|k| *k != ProposalKind::FocusDeclaration);
+    assert_eq!(
+        check(&w, &body(Some(&bare), &[]), &honest(Some(&bare), &[])),
+        Ok(vec![])
+    );
+}

@@ -396,6 +396,55 @@ fn rows() -> Vec<Row> {
             completion: completion(&["{\"a\":1}"], vec![]),
             expected: Ok(0),
         },
+        // Issue 43: a tool call written as text is "refused with an exact
+        // reason, never delivered as raw call text".
+        Row {
+            name: "a Qwen <tool_call> block as text",
+            edit: keep,
+            completion: completion(
+                &[
+                    "<tool_call>\n{\"name\": \"request_memory_change\", \"arguments\": {\"proposed_text\": \"canary-raw-call\"}}\n</tool_call>",
+                ],
+                vec![],
+            ),
+            expected: Err(R::MalformedCall),
+        },
+        Row {
+            name: "a template marker beside a real call",
+            edit: keep,
+            completion: completion(&["Done. [TOOL_CALLS]"], vec![foc()]),
+            expected: Err(R::MalformedCall),
+        },
+        Row {
+            name: "bare JSON naming an offered tool",
+            edit: keep,
+            completion: completion(
+                &["{\"name\": \"propose_focus\", \"arguments\": {}}"],
+                vec![],
+            ),
+            expected: Err(R::MalformedCall),
+        },
+        Row {
+            name: "bare JSON naming a tool the packet does not offer",
+            edit: |p| p.tools.retain(|t| t.name != "propose_focus"),
+            completion: completion(
+                &["{\"name\": \"propose_focus\", \"arguments\": {}}"],
+                vec![],
+            ),
+            expected: Ok(0),
+        },
+        Row {
+            name: "strict-json naming a tool: none is offered in that mode",
+            edit: |p| p.output_mode = OutputMode::StrictJson,
+            completion: completion(&["{\"name\": \"propose_focus\"}"], vec![]),
+            expected: Ok(0),
+        },
+        Row {
+            name: "prose about a tool call",
+            edit: keep,
+            completion: completion(&["I could make a tool call to remember that."], vec![]),
+            expected: Ok(0),
+        },
         // "one bounded visible text part": two parts.
         Row {
             name: "two text parts",

@@ -190,11 +190,10 @@ fn turn(s: &Stack, proxy: &Proxy, text: &str) -> Turn {
 }
 
 /// Raw tool-call text a model may write instead of calling: a chat
-/// template's tags, or a tool's name inside JSON.
+/// template's tags, or a tool's name inside JSON. The system's own rule
+/// (`stream_provider::carries_raw_tool_call`), its one home.
 fn raw_call_text(text: &str) -> bool {
-    text.contains("<tool_call")
-        || text.contains("</tool_call")
-        || (text.contains("\"name\"") && TOOLS.iter().any(|t| text.contains(t)))
+    stream_provider::carries_raw_tool_call(text, &TOOLS)
 }
 
 /// The check above, without a server: what it must catch and let through.
