@@ -8,6 +8,29 @@
 //! head row, so `seq` is gap-free and commits in order per source; every
 //! commit `NOTIFY`s, so a `serve` elsewhere notices a decision.
 
+/// The `pg_locks` condition of a granted `bigint` advisory lock of this
+/// database whose key is `$1`: the key's high half shows in `classid`, its
+/// low half in `objid`, with `objsubid` 1 (the lease's and the writer's
+/// holders are found by it). Any role may read `pg_locks`.
+macro_rules! advisory_key_held {
+    ($locks:literal) => {
+        concat!(
+            $locks,
+            ".locktype = 'advisory' AND ",
+            $locks,
+            ".granted AND ",
+            $locks,
+            ".objsubid = 1 AND ",
+            $locks,
+            ".database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND (",
+            $locks,
+            ".classid::bigint << 32 | ",
+            $locks,
+            ".objid::bigint) = $1"
+        )
+    };
+}
+
 mod connect;
 pub(crate) mod lease;
 mod read;

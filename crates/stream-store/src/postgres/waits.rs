@@ -53,12 +53,12 @@ fn classify(code: Option<&SqlState>) -> BeginFailure {
 /// `pg_stat_activity` show them: never the query text, which may carry
 /// content. A role without `pg_read_all_stats` sees another role's
 /// session's pid only.
-const HOLDERS: &str = "SELECT l.pid, coalesce(a.application_name, ''), \
-     coalesce(host(a.client_addr), 'local'), coalesce(a.backend_start::text, '') \
-     FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid \
-     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
-     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-     AND (l.classid::bigint << 32 | l.objid::bigint) = $1";
+const HOLDERS: &str = concat!(
+    "SELECT l.pid, coalesce(a.application_name, ''), ",
+    "coalesce(host(a.client_addr), 'local'), coalesce(a.backend_start::text, '') ",
+    "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE ",
+    advisory_key_held!("l")
+);
 
 #[derive(Debug, PartialEq, Eq)]
 struct Holder {
