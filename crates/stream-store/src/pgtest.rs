@@ -196,3 +196,86 @@ fn spawn_postmaster(postgres: &Path, data: &Path, socket_dir: &Path) -> Result<(
     });
     rx.recv().map_err(|e| format!("{e}"))?
 }
+
+/// The page whose "Least-privilege roles" section the roles are made by.
+const POSTGRES_DOC: &str = include_str!("../../../docs/postgres.md");
+
+/// The URLs of the three roles of docs/postgres.md, on one test database.
+#[derive(Debug, Clone)]
+pub struct RoleUrls {
+    pub serve: String,
+    pub review: String,
+    pub inspect: String,
+}
+
+/// The `sql` blocks of docs/postgres.md's "Least-privilege roles" section,
+/// in order: as the superuser before the database exists, as the
+/// superuser in it, as the serve role after the first open.
+pub fn role_steps() -> Vec<String> {
+    let start = POSTGRES_DOC.find("\n## Least-privilege roles").unwrap();
+    let section = &POSTGRES_DOC[start + 1..];
+    let section = &section[..section.find("\n## ").unwrap()];
+    section
+        .split("```sql\n")
+        .skip(1)
+        .map(|block| block[..block.find("```").unwrap()].to_owned())
+        .collect()
+}
+
+impl TestServer {
+    /// Makes the roles of docs/postgres.md for the fresh database of `url`,
+    /// running that page's statements with the roles named after the
+    /// database (roles are per server) and the database, which exists
+    /// already, given to the serve role instead of created. The last step
+    /// is [`TestServer::grant_after_first_serve`].
+    pub fn least_privilege_roles(&self, url: &str) -> RoleUrls {
+        let db = url.rsplit("dbname=").next().unwrap().to_owned();
+        let steps = role_steps();
+        assert_eq!(steps.len(), 3, "three steps: {steps:?}");
+        let first = local_names(&steps[0], &db).replace(
+            &format!("CREATE DATABASE {db} OWNER"),
+            &format!("ALTER DATABASE {db} OWNER TO"),
+        );
+        self.admin().batch_execute(&first).unwrap();
+        let config: postgres::Config = url.parse().unwrap();
+        let mut in_db = config.connect(postgres::NoTls).unwrap();
+        in_db.batch_execute(&local_names(&steps[1], &db)).unwrap();
+        let as_role = |role: &str, password: &str| {
+            let mut url = self.url_for(&db);
+            if let Some(user) = self.admin.get_user() {
+                url = url.replace(&format!("user={user}"), &format!("user={db}_{role}"));
+            }
+            match self.admin.get_password() {
+                Some(p) => url.replace(
+                    &format!("password={}", String::from_utf8_lossy(p)),
+                    &format!("password={password}"),
+                ),
+                None => url,
+            }
+        };
+        RoleUrls {
+            serve: as_role("serve", "serve-password"),
+            review: as_role("review", "review-password"),
+            inspect: as_role("inspect", "inspect-password"),
+        }
+    }
+
+    /// The page's last step, as the serve role once its first open has
+    /// created the schema.
+    pub fn grant_after_first_serve(&self, roles: &RoleUrls) {
+        let db = roles.serve.rsplit("dbname=").next().unwrap().to_owned();
+        let config: postgres::Config = roles.serve.parse().unwrap();
+        let mut serve = config.connect(postgres::NoTls).unwrap();
+        serve
+            .batch_execute(&local_names(&role_steps()[2], &db))
+            .unwrap();
+    }
+}
+
+/// The page's statements for database `db`: its roles and its name.
+fn local_names(sql: &str, db: &str) -> String {
+    sql.replace("thestream_serve", &format!("{db}_serve"))
+        .replace("thestream_review", &format!("{db}_review"))
+        .replace("thestream_inspect", &format!("{db}_inspect"))
+        .replace("DATABASE thestream", &format!("DATABASE {db}"))
+}

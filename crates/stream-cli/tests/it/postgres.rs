@@ -53,6 +53,26 @@ fn a_review_only_decision_is_materialized_by_the_serve_that_holds_memory() {
     review_only_flow(&s, dir.path(), &data, &url);
 }
 
+/// The same with docs/postgres.md's least-privilege roles: `serve` runs as
+/// `thestream_serve` (which created the schema), the laptop as
+/// `thestream_review`, which lists, shows, decides, exports and reports
+/// with no DDL and no write beyond appending events.
+#[test]
+fn a_review_role_decides_and_the_serve_role_materializes() {
+    let Some(url) = stream_store::pgtest::fresh_url() else {
+        return;
+    };
+    let server = stream_store::pgtest::server().unwrap();
+    let roles = server.least_privilege_roles(&url);
+    drop(stream_store::PostgresStore::open(&roles.serve).unwrap());
+    server.grant_after_first_serve(&roles);
+    let mut s = sqlite_stack(ProviderApi::OpenaiChat);
+    s.use_postgres(&roles.serve).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    review_only_flow(&s, dir.path(), &data, &roles.review);
+}
+
 /// The same on one machine's SQLite store: a review-only config naming the
 /// bot's data dir decides; the running `serve` materializes.
 #[test]

@@ -22,8 +22,8 @@ enum Link {
 pub(crate) struct Connector {
     config: postgres::Config,
     link: Link,
-    /// Run after every connection (the reader's `LISTEN`).
-    setup: &'static str,
+    /// Run after every connection (timeouts, the reader's `LISTEN`).
+    setup: String,
     /// `postgres://host:port/dbname`: no user, no password.
     label: String,
 }
@@ -66,13 +66,13 @@ impl Connector {
         Ok(Self {
             config,
             link,
-            setup: "",
+            setup: String::new(),
             label,
         })
     }
 
     /// The same server, running `setup` after each connection.
-    pub(crate) fn with_setup(&self, setup: &'static str) -> Self {
+    pub(crate) fn with_setup(&self, setup: String) -> Self {
         Self {
             setup,
             ..self.clone()
@@ -92,7 +92,7 @@ impl Connector {
         .map_err(|e| connect_error(&self.label, &e))?;
         let mut client = client;
         if !self.setup.is_empty() {
-            client.batch_execute(self.setup).map_err(super::backend)?;
+            client.batch_execute(&self.setup).map_err(super::backend)?;
         }
         Ok(client)
     }

@@ -16,13 +16,12 @@ use crate::lease::LeaseLost;
 /// "tStrWrit"). Advisory locks are per database, so one store, one lease.
 pub(crate) const LEASE_KEY: i64 = 8_382_171_365_723_431_283;
 
-/// Whether a session holds the lease: a `bigint` advisory key shows in
-/// `pg_locks` as its high half in `classid`, its low half in `objid` and
-/// `objsubid` 1. Any role may read `pg_locks`.
-pub(crate) const HELD: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks \
-     WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
-     AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-     AND (classid::bigint << 32 | objid::bigint) = $1)";
+/// Whether a session holds the lease (`$1`, [`LEASE_KEY`]).
+pub(crate) const HELD: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE ",
+    advisory_key_held!("l"),
+    ")"
+);
 
 /// How often the holder asks its session whether it is still there.
 const PING_EVERY: Duration = Duration::from_millis(500);

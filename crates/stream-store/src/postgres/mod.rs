@@ -8,6 +8,29 @@
 //! head row, so `seq` is gap-free and commits in order per source; every
 //! commit `NOTIFY`s, so a `serve` elsewhere notices a decision.
 
+/// The `pg_locks` condition of a granted `bigint` advisory lock of this
+/// database whose key is `$1`: the key's high half shows in `classid`, its
+/// low half in `objid`, with `objsubid` 1 (the lease's and the writer's
+/// holders are found by it). Any role may read `pg_locks`.
+macro_rules! advisory_key_held {
+    ($locks:literal) => {
+        concat!(
+            $locks,
+            ".locktype = 'advisory' AND ",
+            $locks,
+            ".granted AND ",
+            $locks,
+            ".objsubid = 1 AND ",
+            $locks,
+            ".database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND (",
+            $locks,
+            ".classid::bigint << 32 | ",
+            $locks,
+            ".objid::bigint) = $1"
+        )
+    };
+}
+
 mod connect;
 pub(crate) mod lease;
 mod read;
@@ -16,6 +39,7 @@ mod schema;
 mod session;
 mod tls;
 pub(crate) mod usage;
+mod waits;
 mod write;
 
 use std::sync::{Mutex, MutexGuard};
@@ -46,8 +70,12 @@ const COMMITS: &str = "thestream_commit";
 /// `BEGIN IMMEDIATE` takes its one write lock: writers commit one at a time,
 /// so `pos` order is commit order and a read-then-write decision of the
 /// layers above sees no concurrent writer (docs/design.md §4). The key is
-/// "tStrWrit" in ASCII.
+/// "tStrWrit" in ASCII. A session holding it elsewhere makes a write wait,
+/// named in the log ([`waits::begin_writing`]).
 const BEGIN: &str = "BEGIN; SELECT pg_advisory_xact_lock(8382171365908834676)";
+
+/// The writer lock's key, as [`BEGIN`] spells it.
+const WRITER_LOCK: i64 = 8_382_171_365_908_834_676;
 
 /// A client error as text: the SQLSTATE and the server's primary message,
 /// never its detail (which can quote row values, i.e. content).
@@ -93,13 +121,12 @@ impl PostgresStore {
     pub fn open(url: &str) -> Result<Self, StoreError> {
         let connector = Connector::parse(url)?;
         let label = connector.label().to_owned();
-        let writer = Session::open(connector.clone())?;
+        let writer = Session::open(connector.with_setup(waits::writer_setup()))?;
         let schema_label = label.clone();
         writer.call(move |c| schema::migrate(c.client()?, &schema_label))?;
-        let reader = Session::open(
-            connector
-                .with_setup("LISTEN thestream_commit; SET application_name = 'thestream-listener'"),
-        )?;
+        let reader = Session::open(connector.with_setup(waits::reader_setup(
+            "LISTEN thestream_commit; SET application_name = 'thestream-listener'",
+        )))?;
         Ok(Self {
             label,
             connector,
@@ -140,6 +167,24 @@ impl PostgresStore {
         tx.set_control(crate::LEASE_ROW, &row)?;
         tx.commit()?;
         Ok(LeaseAttempt::Held(Lease::postgres(holder, held)))
+    }
+
+    /// Runs `f` on the writer's connection, outside any transaction.
+    #[cfg(test)]
+    pub(crate) fn raw_writer<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut session::Conn) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        lock(&self.writer).call(f)
+    }
+
+    /// Runs `f` on the reader's connection.
+    #[cfg(test)]
+    pub(crate) fn raw_reader<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut session::Conn) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        self.reader.call(f)
     }
 
     /// Whether a session holds the serve lease, read from `pg_locks`
@@ -304,11 +349,7 @@ impl_read!(readonly::PostgresReader);
 impl Store for PostgresStore {
     fn begin(&self) -> Result<Box<dyn Tx + '_>, StoreError> {
         let session = lock(&self.writer);
-        let generation = session.call(|c| {
-            c.heads().clear();
-            c.client()?.batch_execute(BEGIN).map_err(backend)?;
-            Ok(c.generation())
-        })?;
+        let generation = waits::begin_writing(&session)?;
         Ok(Box::new(PgTx {
             session,
             generation,

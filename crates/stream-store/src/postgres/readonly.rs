@@ -11,7 +11,8 @@ use super::{Exec, commits_seen, schema};
 use crate::{StoreError, StoreUsage};
 
 /// Run at every (re)connection, read-only first: the `LISTEN` after it is
-/// allowed in a read-only transaction, and needs no privilege.
+/// allowed in a read-only transaction, and needs no privilege. The
+/// statement timeout comes before all of it ([`super::waits`]).
 const SETUP: &str = "SET default_transaction_read_only = on; LISTEN thestream_commit; \
                      SET application_name = 'thestream-read-only'";
 
@@ -40,7 +41,7 @@ impl PostgresReader {
     pub(crate) fn open(url: &str) -> Result<Self, StoreError> {
         let connector = Connector::parse(url)?;
         let label = connector.label().to_owned();
-        let session = Session::open(connector.with_setup(SETUP))?;
+        let session = Session::open(connector.with_setup(super::waits::reader_setup(SETUP)))?;
         let schema_label = label.clone();
         session.call(move |c| schema::check_readable(c.client()?, &schema_label))?;
         Ok(Self {

@@ -107,6 +107,10 @@ pub const PG_SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 /// other tables and no thestream schema, and a newer schema.
 pub(crate) fn migrate(client: &mut Client, label: &str) -> Result<(), StoreError> {
     let mut tx = client.transaction().map_err(backend)?;
+    // A second opener waits for the one migrating however long that takes:
+    // the writer's lock timeout (`waits`) is for the writer lock's holders.
+    tx.batch_execute("SET LOCAL lock_timeout = 0")
+        .map_err(backend)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
         .map_err(backend)?;
     let found = current_version(&mut tx, label)?;
@@ -140,6 +144,15 @@ pub(crate) fn check_readable(client: &mut Client, label: &str) -> Result<(), Sto
     }
 }
 
+/// Tables, views and foreign tables in every schema of the database but
+/// the system's, whichever the role may read: any of them, in any schema,
+/// is another application's (the catalogs list them all to every role).
+const OTHER_TABLES: &str = "SELECT count(*) FROM pg_class c \
+     JOIN pg_namespace n ON n.oid = c.relnamespace \
+     WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') \
+     AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+     AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'";
+
 /// The schema version in the database: 0 when it is empty.
 fn current_version(tx: &mut impl GenericClient, label: &str) -> Result<u32, StoreError> {
     let foreign = || StoreError::ForeignDatabase {
@@ -150,14 +163,7 @@ fn current_version(tx: &mut impl GenericClient, label: &str) -> Result<u32, Stor
         .map_err(backend)?
         .get(0);
     if !ours {
-        let tables: i64 = tx
-            .query_one(
-                "SELECT count(*) FROM information_schema.tables \
-                 WHERE table_schema = current_schema()",
-                &[],
-            )
-            .map_err(backend)?
-            .get(0);
+        let tables: i64 = tx.query_one(OTHER_TABLES, &[]).map_err(backend)?.get(0);
         return if tables == 0 { Ok(0) } else { Err(foreign()) };
     }
     let rows = tx

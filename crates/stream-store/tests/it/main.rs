@@ -11,6 +11,7 @@ mod migration;
 mod parts;
 mod postgres;
 mod postgres_readonly;
+mod postgres_roles;
 mod postgres_tls;
 mod processes;
 mod readonly;

@@ -153,6 +153,40 @@ fn a_foreign_database_or_newer_schema_is_refused_untouched() {
     );
 }
 
+/// Another application's table in a schema of its own, off the search
+/// path, is seen too: the database is refused untouched, by the writing
+/// open and the read-only one. An empty schema holds no table.
+#[test]
+fn a_table_in_another_schema_makes_the_database_foreign() {
+    let Some(url) = fresh_url() else { return };
+    let config: postgres::Config = url.parse().unwrap();
+    let mut client = config.connect(postgres::NoTls).unwrap();
+    client.batch_execute("CREATE SCHEMA empty_one").unwrap();
+    drop(PostgresStore::open(&url).unwrap());
+
+    let Some(url) = fresh_url() else { return };
+    let config: postgres::Config = url.parse().unwrap();
+    let mut client = config.connect(postgres::NoTls).unwrap();
+    client
+        .batch_execute("CREATE SCHEMA billing; CREATE TABLE billing.invoices (id int)")
+        .unwrap();
+    let refused = PostgresStore::open(&url);
+    assert!(
+        matches!(refused, Err(StoreError::ForeignDatabase { .. })),
+        "{refused:?}"
+    );
+    let refused = stream_store::ReadOnlyStore::open_postgres(&url);
+    assert!(
+        matches!(refused, Err(StoreError::ForeignDatabase { .. })),
+        "{refused:?}"
+    );
+    let ours: bool = client
+        .query_one("SELECT to_regclass('public.thestream_schema') IS NULL", &[])
+        .unwrap()
+        .get(0);
+    assert!(ours, "nothing was created");
+}
+
 /// An empty database is migrated at open, once, however many processes
 /// open it; a second open finds it current.
 #[test]
