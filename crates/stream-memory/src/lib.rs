@@ -7,7 +7,7 @@
 //! stable documents with immutable versions, a current pointer and one
 //! `stream.filesystem.file.changed@1` event per new version, all in one
 //! transaction per scan), the owner-only root lock ([`lock::RootLock`]) and
-//! the memory materializer ([`materialize::materialize`]): an accepted or
+//! the memory materializer ([`mod@materialize`]): an accepted or
 //! edited memory decision, revalidated against the frozen base, written
 //! atomically, scanned, verified and receipted. [`review`] is what a
 //! reviewer sees: a proposal's diff computed with the materializer's own
@@ -16,7 +16,10 @@
 //! [`decide`] is the one home of "decide a proposal": record the decision,
 //! then project or materialize it.
 //!
-//! Read [`materialize::materialize`] and [`scan::scan`] first.
+//! Read [`decide::decide`] (where a human decision enters),
+//! [`materialize::materialize_verified`] (the one way `memory.md` is
+//! written, from `decide` and from `serve`'s
+//! [`materialize::materialize_pending`]) and [`scan::scan`] first.
 //!
 //! The materializer is the only writer of `memory.md`, and it writes only
 //! after the shared authority-chain validator passes; the scan never writes
