@@ -168,7 +168,7 @@ pub(crate) fn offers_tools(packet: &Packet) -> bool {
     }
 }
 
-/// The names of the tools the request offers, by [`offers_tools`].
+/// The names of the tools the request offers, by the `offers_tools` rule.
 pub fn offered_tool_names(packet: &Packet) -> Vec<&str> {
     if offers_tools(packet) {
         packet.tools.iter().map(|t| t.name.as_str()).collect()

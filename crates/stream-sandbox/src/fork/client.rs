@@ -146,7 +146,7 @@ impl ForkServer {
     /// One child of the server, supervised like a spawned worker: its
     /// wall clock runs from this call. Fails if the server does not answer
     /// within 5 s (or the wall clock, if shorter), or answers a pid
-    /// [`vet_answer`] refuses (`in_use` says which pids the caller's other
+    /// `vet_answer` refuses (`in_use` says which pids the caller's other
     /// workers have); then the server should be dropped.
     pub fn fork_among(
         &mut self,

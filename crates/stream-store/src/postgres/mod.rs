@@ -142,7 +142,7 @@ impl PostgresStore {
         &self.label
     }
 
-    /// Takes the serve lease without waiting ([`crate::lease`]): a session
+    /// Takes the serve lease without waiting (`lease`): a session
     /// advisory lock on a connection of its own; once held, `holder` is
     /// written to the control row [`crate::LEASE_ROW`]. When another
     /// session holds it, that row names the holder.

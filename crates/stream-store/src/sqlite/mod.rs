@@ -164,7 +164,7 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Takes the serve lease without waiting ([`crate::lease`]): an
+    /// Takes the serve lease without waiting (`lease`): an
     /// exclusive `flock` on `store.db.lease` beside the file, which names
     /// its holder.
     pub fn try_lease(&self, holder: crate::LeaseHolder) -> Result<crate::LeaseAttempt, StoreError> {
