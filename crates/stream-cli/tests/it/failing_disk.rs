@@ -16,9 +16,10 @@ use stream_testkit::stack::Stack;
 
 use crate::common::sqlite_stack;
 
-/// The shim, built into `dir`; `None` (after saying why) without a C
-/// compiler.
-fn shim(dir: &Path) -> Option<PathBuf> {
+/// The shim, built into `dir`. `cc` links every Rust binary here, so a shim
+/// that does not build fails the test instead of skipping it (a skipped
+/// fault test would pass whatever the store does on a failing disk).
+fn shim(dir: &Path) -> PathBuf {
     let source = dir.join("fault_shim.c");
     std::fs::write(&source, include_str!("fault_shim.c")).unwrap();
     let out = dir.join("fault_shim.so");
@@ -27,14 +28,22 @@ fn shim(dir: &Path) -> Option<PathBuf> {
         .arg(&out)
         .arg(&source)
         .arg("-ldl")
-        .output();
-    match built {
-        Ok(o) if o.status.success() => Some(out),
-        other => {
-            eprintln!("skipped: cannot build the fault shim with cc: {other:?}");
-            None
-        }
-    }
+        .output()
+        .expect("cc runs");
+    assert!(
+        built.status.success(),
+        "cannot build the fault shim: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    out
+}
+
+/// A folder holding the built shim and the path of its arming file.
+fn armed() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let shim = shim(dir.path());
+    let arm = dir.path().join("arm");
+    (dir, shim, arm)
 }
 
 /// What the shim fails.
@@ -94,14 +103,10 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 #[test]
 fn a_failed_store_sync_stops_serve_with_exit_1_and_a_restart_answers_every_message_once() {
     let s = sqlite_stack(ProviderApi::OpenaiChat);
-    let dir = tempfile::tempdir().unwrap();
-    let Some(shim) = shim(dir.path()) else {
-        return;
-    };
+    let (dir, shim, arm) = armed();
     for _ in 0..4 {
         s.script(Reply::completion(ScriptedCompletion::text("Noted.")));
     }
-    let arm = dir.path().join("arm");
     let log = dir.path().join("serve.log");
     let mut serve = faulty(&s, &shim, Fault::Sync, &arm, true, &["serve"])
         .stdout(Stdio::null())
@@ -150,15 +155,11 @@ fn a_failed_store_sync_stops_serve_with_exit_1_and_a_restart_answers_every_messa
 #[test]
 fn a_disk_error_at_start_exits_1_not_2() {
     let s = sqlite_stack(ProviderApi::OpenaiChat);
-    let dir = tempfile::tempdir().unwrap();
-    let Some(shim) = shim(dir.path()) else {
-        return;
-    };
+    let (_dir, shim, arm) = armed();
     // The store exists (migrated, nothing installed yet).
     let listed = s.run(&["events"]).unwrap();
     assert_eq!(listed.code, 0, "{}", listed.stderr);
     s.say("canary-disk-20c at start.");
-    let arm = dir.path().join("arm");
     std::fs::write(&arm, b"").unwrap();
     for (fault, said) in [
         (Fault::WalWrite, "no space left on the device"),
@@ -184,13 +185,9 @@ fn a_disk_error_at_start_exits_1_not_2() {
 #[test]
 fn doctor_fails_the_store_check_where_a_synced_write_fails() {
     let s = sqlite_stack(ProviderApi::OpenaiChat);
-    let dir = tempfile::tempdir().unwrap();
-    let Some(shim) = shim(dir.path()) else {
-        return;
-    };
+    let (dir, shim, arm) = armed();
     let listed = s.run(&["events"]).unwrap();
     assert_eq!(listed.code, 0, "{}", listed.stderr);
-    let arm = dir.path().join("arm");
     std::fs::write(&arm, b"").unwrap();
     let doctor = |arm_path: &Path| {
         let ran = s
